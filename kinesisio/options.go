@@ -1,0 +1,270 @@
+package kinesisio
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+)
+
+// direction says which transforms an Option applies to.
+type direction uint8
+
+const (
+	dirRead direction = 1 << iota
+	dirWrite
+	dirBoth = dirRead | dirWrite
+)
+
+func (d direction) String() string {
+	switch d {
+	case dirRead:
+		return "Read and ReadBounded"
+	case dirWrite:
+		return "Write"
+	}
+	return "Read, ReadBounded and Write"
+}
+
+// Option configures Read, ReadBounded or Write. Client options (region, endpoint, credentials,
+// retries) apply to all three; read and write options name the direction they apply to and
+// are refused, with a panic naming the option, when passed to the other transform.
+type Option struct {
+	name  string
+	dirs  direction
+	apply func(*config) error
+}
+
+// config is everything the options set. The read and write sections are defined beside the
+// transforms they configure (read_option.go, write_option.go).
+type config struct {
+	client clientConfig
+	retry  retryConfig
+	read   readConfig
+	write  writeConfig
+}
+
+// clientConfig is how to reach Kinesis. It travels inside DoFns, so its fields are exported;
+// its String method redacts the secret and session token, and it must never be put into
+// display data or logs as a whole.
+type clientConfig struct {
+	Region          string
+	Endpoint        string
+	AccessKeyID     string
+	SecretAccessKey string
+	SessionToken    string
+	RoleARN         string
+	RoleSessionName string
+	Profile         string
+}
+
+// String describes the configuration with credentials redacted.
+func (c clientConfig) String() string {
+	return fmt.Sprintf("{Region:%q Endpoint:%q AccessKeyID:%s SecretAccessKey:%s SessionToken:%s RoleARN:%q RoleSessionName:%q Profile:%q}",
+		c.Region, c.Endpoint, redact(c.AccessKeyID), redact(c.SecretAccessKey), redact(c.SessionToken),
+		c.RoleARN, c.RoleSessionName, c.Profile)
+}
+
+// GoString makes %#v redact too.
+func (c clientConfig) GoString() string { return c.String() }
+
+// credentialsSource names where credentials come from, for logs and display data.
+func (c clientConfig) credentialsSource() string {
+	src := "default credential chain"
+	if c.Profile != "" {
+		src = fmt.Sprintf("shared config profile %q", c.Profile)
+	}
+	if c.AccessKeyID != "" {
+		src = "static credentials"
+	}
+	if c.RoleARN != "" {
+		src += fmt.Sprintf(", assuming role %s", c.RoleARN)
+	}
+	return src
+}
+
+func redact(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return `"<redacted>"`
+}
+
+// retryConfig is the connector's own retry policy for Kinesis calls (the SDK's retries are
+// turned off so that the two layers do not multiply). It mirrors the Spark connectors'
+// kinesis.client.numRetries, retryIntervalMs and maxRetryIntervalMs.
+type retryConfig struct {
+	NumRetries       int
+	RetryInterval    time.Duration
+	MaxRetryInterval time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		retry: retryConfig{NumRetries: 3, RetryInterval: time.Second, MaxRetryInterval: 10 * time.Second},
+		read:  defaultReadConfig(),
+		write: defaultWriteConfig(),
+	}
+}
+
+// buildConfig applies opts for the transform named transform (e.g. "kinesisio.Read") going in
+// direction dir. It panics on a bad option, as Beam transforms do at construction.
+func buildConfig(transform string, dir direction, opts []Option) config {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o.apply == nil {
+			panic(fmt.Sprintf("%s: a zero kinesisio.Option was passed; build options with the kinesisio.With... functions", transform))
+		}
+		if o.dirs&dir == 0 {
+			panic(fmt.Sprintf("%s: option %s applies to %s only; remove it from this transform", transform, o.name, o.dirs))
+		}
+		if err := o.apply(&cfg); err != nil {
+			panic(fmt.Sprintf("%s: option %s: %v", transform, o.name, err))
+		}
+	}
+	if err := cfg.validate(dir); err != nil {
+		panic(fmt.Sprintf("%s: %v", transform, err))
+	}
+	return cfg
+}
+
+func (c *config) validate(dir direction) error {
+	if c.client.RoleSessionName != "" && c.client.RoleARN == "" {
+		return fmt.Errorf("a role session name was given without a role ARN; use WithAssumeRole(roleARN, sessionName)")
+	}
+	if c.retry.MaxRetryInterval < c.retry.RetryInterval {
+		return fmt.Errorf("WithRetries: the maximum retry interval %v is shorter than the first interval %v; make it at least as long", c.retry.MaxRetryInterval, c.retry.RetryInterval)
+	}
+	if dir&dirRead != 0 {
+		if err := c.read.validate(); err != nil {
+			return err
+		}
+	}
+	if dir&dirWrite != 0 {
+		if err := c.write.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	regionPattern      = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)+$`)
+	roleARNPattern     = regexp.MustCompile(`^arn:aws[a-z0-9-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$`)
+	sessionNamePattern = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
+	streamNamePattern  = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+)
+
+// validateStreamName checks a stream name against the service's pattern.
+func validateStreamName(transform, name string) {
+	if !streamNamePattern.MatchString(name) {
+		panic(fmt.Sprintf("%s: stream name %q is invalid: Kinesis stream names are 1 to 128 characters of a-z, A-Z, 0-9, '_', '.' and '-'", transform, name))
+	}
+}
+
+// WithRegion sets the AWS region, e.g. "eu-west-1". Without it the SDK's default resolution
+// applies (AWS_REGION, the shared config file).
+func WithRegion(region string) Option {
+	return Option{name: "WithRegion", dirs: dirBoth, apply: func(c *config) error {
+		if !regionPattern.MatchString(region) {
+			return fmt.Errorf("region %q is not an AWS region name like \"us-east-1\"", region)
+		}
+		c.client.Region = region
+		return nil
+	}}
+}
+
+// WithEndpoint sends every request to endpoint instead of the regional Kinesis endpoint, e.g.
+// a VPC endpoint or a local Kinesis-compatible server ("http://127.0.0.1:4567"). It is the
+// Spark connectors' endpointUrl.
+func WithEndpoint(endpoint string) Option {
+	return Option{name: "WithEndpoint", dirs: dirBoth, apply: func(c *config) error {
+		u, err := url.Parse(endpoint)
+		if err != nil {
+			return fmt.Errorf("endpoint %q is not a URL: %w", endpoint, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("endpoint %q must be an absolute http:// or https:// URL with a host", endpoint)
+		}
+		if u.User != nil {
+			return fmt.Errorf("endpoint must not carry credentials in the URL; use WithStaticCredentials")
+		}
+		c.client.Endpoint = endpoint
+		return nil
+	}}
+}
+
+// WithStaticCredentials uses a fixed access key instead of the default credential chain (the
+// Spark connectors' awsAccessKeyId and awsSecretKey). Prefer the default chain or WithAssumeRole
+// in production: static keys travel inside the serialised pipeline. They are never logged or
+// shown in display data.
+func WithStaticCredentials(accessKeyID, secretKey string) Option {
+	return Option{name: "WithStaticCredentials", dirs: dirBoth, apply: func(c *config) error {
+		if accessKeyID == "" || secretKey == "" {
+			return fmt.Errorf("both the access key ID and the secret key must be non-empty")
+		}
+		c.client.AccessKeyID, c.client.SecretAccessKey = accessKeyID, secretKey
+		return nil
+	}}
+}
+
+// WithSessionToken adds a session token to the keys given by WithStaticCredentials, for
+// temporary credentials.
+func WithSessionToken(token string) Option {
+	return Option{name: "WithSessionToken", dirs: dirBoth, apply: func(c *config) error {
+		if token == "" {
+			return fmt.Errorf("the session token is empty")
+		}
+		if c.client.AccessKeyID == "" {
+			return fmt.Errorf("a session token needs static keys; pass WithStaticCredentials before WithSessionToken")
+		}
+		c.client.SessionToken = token
+		return nil
+	}}
+}
+
+// WithAssumeRole assumes roleARN through STS with the given session name, using the base
+// credentials (default chain, profile or static keys) to call STS. It is the Spark
+// connectors' awsSTSRoleARN and awsSTSSessionName.
+func WithAssumeRole(roleARN, sessionName string) Option {
+	return Option{name: "WithAssumeRole", dirs: dirBoth, apply: func(c *config) error {
+		if !roleARNPattern.MatchString(roleARN) {
+			return fmt.Errorf("role ARN %q is not an IAM role ARN like arn:aws:iam::123456789012:role/name", roleARN)
+		}
+		if !sessionNamePattern.MatchString(sessionName) {
+			return fmt.Errorf("session name %q must be 2 to 64 characters of letters, digits and +=,.@_-", sessionName)
+		}
+		c.client.RoleARN, c.client.RoleSessionName = roleARN, sessionName
+		return nil
+	}}
+}
+
+// WithProfile loads credentials and settings from the named profile of the shared AWS config
+// and credentials files.
+func WithProfile(profile string) Option {
+	return Option{name: "WithProfile", dirs: dirBoth, apply: func(c *config) error {
+		if profile == "" {
+			return fmt.Errorf("the profile name is empty")
+		}
+		c.client.Profile = profile
+		return nil
+	}}
+}
+
+// WithRetries sets how often a failed Kinesis call (throttling, 5xx, a dropped connection) is
+// retried and the exponential backoff between attempts: the first wait is about interval, each
+// later one doubles, capped at maxInterval, with full jitter. Defaults: 3 retries, 1s, 10s (the
+// Spark connectors' kinesis.client.numRetries, retryIntervalMs and maxRetryIntervalMs).
+// Errors that cannot succeed on retry (an unknown stream, bad input) are not retried.
+func WithRetries(numRetries int, interval, maxInterval time.Duration) Option {
+	return Option{name: "WithRetries", dirs: dirBoth, apply: func(c *config) error {
+		if numRetries < 0 {
+			return fmt.Errorf("the number of retries %d is negative; use 0 to disable retries", numRetries)
+		}
+		if interval <= 0 || maxInterval <= 0 {
+			return fmt.Errorf("retry intervals must be positive, got %v and %v", interval, maxInterval)
+		}
+		c.retry = retryConfig{NumRetries: numRetries, RetryInterval: interval, MaxRetryInterval: maxInterval}
+		return nil
+	}}
+}

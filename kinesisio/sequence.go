@@ -1,0 +1,53 @@
+package kinesisio
+
+import "fmt"
+
+// CompareSequenceNumbers compares two Kinesis sequence numbers numerically and returns -1, 0
+// or +1. Sequence numbers are decimal strings of up to 129 digits (56 digits in practice), so
+// they do not fit an int64; comparing them as plain strings is wrong when their lengths differ.
+// An error names the argument that is not a canonical decimal number.
+func CompareSequenceNumbers(a, b string) (int, error) {
+	if err := validateSequenceNumber(a); err != nil {
+		return 0, err
+	}
+	if err := validateSequenceNumber(b); err != nil {
+		return 0, err
+	}
+	return compareDecimal(a, b), nil
+}
+
+// compareDecimal compares two canonical (validated) decimal strings. Without leading zeros
+// the longer string is the larger number, and equal lengths compare digit by digit, which is
+// exact and allocation-free, unlike math/big.
+func compareDecimal(a, b string) int {
+	switch {
+	case len(a) < len(b):
+		return -1
+	case len(a) > len(b):
+		return 1
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// validateSequenceNumber checks the service's pattern 0|([1-9]\d{0,128}).
+func validateSequenceNumber(s string) error {
+	if s == "" {
+		return fmt.Errorf("sequence number is empty")
+	}
+	if len(s) > 129 {
+		return fmt.Errorf("sequence number %.20s... has %d digits, more than the 129 Kinesis allows", s, len(s))
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return fmt.Errorf("sequence number %q has a leading zero; Kinesis sequence numbers are canonical decimals", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return fmt.Errorf("sequence number %q is not a decimal number", s)
+		}
+	}
+	return nil
+}
