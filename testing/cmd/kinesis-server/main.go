@@ -1,0 +1,155 @@
+// Command kinesis-server runs the kinesistest Kinesis Data Streams server as a
+// standalone program, for tools and SDKs in other processes or languages.
+//
+// Usage:
+//
+//	kinesis-server [--addr 127.0.0.1:4567] [--streams orders:4,events:1] [--limits]
+//	               [--iterator-ttl 5m] [--log] [fault flags]
+//
+// It prints the URL it listens on and runs until SIGINT or SIGTERM, then
+// stops gracefully. State lives in memory only.
+//
+// The AWS CLI talks to it with any credentials:
+//
+//	export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1
+//	aws --endpoint-url http://127.0.0.1:4567 kinesis list-streams
+//	aws --endpoint-url http://127.0.0.1:4567 kinesis put-record --stream-name orders \
+//	    --partition-key k --data aGVsbG8= --cli-binary-format base64
+//
+// The server speaks JSON 1.1 only. The Java SDKs (and KCL/KPL) send CBOR unless
+// told otherwise: run them with -Daws.cborEnabled=false (SDK v2) or
+// AWS_CBOR_DISABLE=true (SDK v1). From aws-sdk-go-v2:
+//
+//	client := kinesis.New(kinesis.Options{
+//		Region:       "us-east-1",
+//		BaseEndpoint: aws.String("http://127.0.0.1:4567"),
+//		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+//		HTTPClient:   kinesistest.HTTPClient(), // optional; see its doc
+//	})
+//
+// Fault flags (rates are probabilities in [0, 1], drawn from --fault-seed):
+// --put-throttle-rate and --put-internal-failure-rate fail PutRecords entries,
+// --server-error-rate answers 500/503, --get-throttle-rate and
+// --expired-iterator-rate fail GetRecords, --drop-connection-rate closes
+// connections without an answer, --latency delays every request and
+// --fault-ops limits all of them to some operations.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "kinesis-server:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// run starts the server as args say, prints its URL to stdout and serves
+// until ctx is done.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kinesis-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		addr        = fs.String("addr", "127.0.0.1:4567", "listen address, host:port")
+		streams     = fs.String("streams", "", "streams to create at start, as name:shards,... (e.g. orders:4,events:1)")
+		limits      = fs.Bool("limits", false, "enforce the service's per-shard and control-plane limits")
+		iteratorTTL = fs.Duration("iterator-ttl", 5*time.Minute, "how long shard iterators stay valid")
+		verbose     = fs.Bool("log", false, "log streams created and failed requests to stderr")
+		faults      kinesistest.Faults
+		faultOps    = fs.String("fault-ops", "", "comma-separated operations the faults apply to (default: all)")
+	)
+	fs.Int64Var(&faults.Seed, "fault-seed", 1, "seed of the fault generator")
+	fs.Float64Var(&faults.PutEntryThrottleRate, "put-throttle-rate", 0, "share of PutRecords entries failing with ProvisionedThroughputExceededException")
+	fs.Float64Var(&faults.PutEntryInternalFailureRate, "put-internal-failure-rate", 0, "share of PutRecords entries failing with InternalFailure")
+	fs.Float64Var(&faults.ServerErrorRate, "server-error-rate", 0, "share of requests answered with HTTP 500 or 503")
+	fs.Float64Var(&faults.GetRecordsThrottleRate, "get-throttle-rate", 0, "share of GetRecords calls failing with ProvisionedThroughputExceededException")
+	fs.Float64Var(&faults.ExpiredIteratorRate, "expired-iterator-rate", 0, "share of GetRecords calls failing with ExpiredIteratorException")
+	fs.Float64Var(&faults.DropConnectionRate, "drop-connection-rate", 0, "share of requests whose connection is closed without an answer")
+	fs.DurationVar(&faults.Latency, "latency", 0, "latency added to every request")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	specs, err := parseStreams(*streams)
+	if err != nil {
+		return err
+	}
+	if *faultOps != "" {
+		faults.Operations = strings.Split(*faultOps, ",")
+	}
+
+	opts := []kinesistest.Option{
+		kinesistest.WithAddr(*addr),
+		kinesistest.WithFaults(faults),
+		kinesistest.WithIteratorTTL(*iteratorTTL),
+	}
+	if *limits {
+		opts = append(opts, kinesistest.WithLimits())
+	}
+	if *verbose {
+		opts = append(opts, kinesistest.WithLogger(log.New(stderr, "", log.LstdFlags)))
+	}
+	srv, err := kinesistest.Start(opts...)
+	if err != nil {
+		return err
+	}
+	for _, sp := range specs {
+		if err := srv.CreateStream(sp.name, sp.shards); err != nil {
+			return errors.Join(err, srv.Close())
+		}
+	}
+	fmt.Fprintf(stdout, "kinesis-server listening on %s\n", srv.URL())
+
+	<-ctx.Done()
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+type streamSpec struct {
+	name   string
+	shards int
+}
+
+// parseStreams reads "name:shards,..."; a name without ":shards" gets one shard.
+func parseStreams(s string) ([]streamSpec, error) {
+	var specs []streamSpec
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, count, found := strings.Cut(part, ":")
+		shards := 1
+		if found {
+			n, err := strconv.Atoi(count)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("--streams: %q: shard count must be a positive integer", part)
+			}
+			shards = n
+		}
+		specs = append(specs, streamSpec{name: name, shards: shards})
+	}
+	return specs, nil
+}

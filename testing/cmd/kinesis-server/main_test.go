@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+func TestRunServesStreamsUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--streams", "demo:2,solo", "--limits", "--fault-seed", "3"}, w, io.Discard)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the listen line: %v (run: %v)", err, <-done)
+	}
+	url := strings.TrimSpace(strings.TrimPrefix(line, "kinesis-server listening on "))
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("listen line %q", line)
+	}
+	go io.Copy(io.Discard, out) //nolint:errcheck // nothing else is printed
+
+	kc := kinesis.New(kinesis.Options{
+		Region:           "us-east-1",
+		BaseEndpoint:     aws.String(url),
+		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
+		RetryMaxAttempts: 1,
+	})
+	streams, err := kc.ListStreams(ctx, &kinesis.ListStreamsInput{})
+	if err != nil {
+		t.Fatalf("ListStreams: %v", err)
+	}
+	if got := strings.Join(streams.StreamNames, ","); got != "demo,solo" {
+		t.Errorf("streams %s, want demo,solo", got)
+	}
+	shards, err := kc.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String("demo")})
+	if err != nil || len(shards.Shards) != 2 {
+		t.Fatalf("ListShards(demo): %v, %+v", err, shards)
+	}
+	put, err := kc.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("demo"), PartitionKey: aws.String("k"), Data: []byte("hello")})
+	if err != nil {
+		t.Fatalf("PutRecord: %v", err)
+	}
+	it, err := kc.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String("demo"), ShardId: put.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatalf("GetShardIterator: %v", err)
+	}
+	recs, err := kc.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil || len(recs.Records) != 1 || string(recs.Records[0].Data) != "hello" {
+		t.Fatalf("GetRecords: %v, %+v", err, recs)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run after cancel: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after its context was cancelled")
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--streams", "demo:zero"},
+		{"--streams", "demo:0"},
+		{"--server-error-rate", "2"},
+		{"--iterator-ttl", "0s"},
+		{"--no-such-flag"},
+		{"extra"},
+	} {
+		if err := run(t.Context(), append([]string{"--addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard); err == nil {
+			t.Errorf("run(%q) succeeded", args)
+		}
+	}
+}
+
+func TestParseStreams(t *testing.T) {
+	got, err := parseStreams(" a:3, b ,,c:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] != (streamSpec{"a", 3}) || got[1] != (streamSpec{"b", 1}) || got[2] != (streamSpec{"c", 1}) {
+		t.Errorf("parseStreams = %+v", got)
+	}
+}

@@ -1,0 +1,90 @@
+package kinesistest
+
+import (
+	"fmt"
+	"log"
+	"time"
+)
+
+// Option configures a Server at Start.
+type Option func(*config)
+
+// config holds everything Start needs; defaults live in defaultConfig.
+type config struct {
+	addr            string
+	clock           Clock
+	limits          bool
+	faults          Faults
+	iteratorTTL     time.Duration
+	logger          *log.Logger
+	transitionDelay time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		addr:        "127.0.0.1:0",
+		clock:       systemClock{},
+		iteratorTTL: 5 * time.Minute,
+	}
+}
+
+func (c *config) validate() error {
+	if c.clock == nil {
+		return fmt.Errorf("WithClock: clock is nil; pass a Clock such as NewManualClock(t) or leave the option out")
+	}
+	if c.iteratorTTL <= 0 {
+		return fmt.Errorf("WithIteratorTTL: TTL %v must be positive", c.iteratorTTL)
+	}
+	if c.transitionDelay < 0 {
+		return fmt.Errorf("WithTransitionDelay: delay %v must not be negative", c.transitionDelay)
+	}
+	if err := c.faults.validate(); err != nil {
+		return fmt.Errorf("WithFaults: %w", err)
+	}
+	return nil
+}
+
+// WithAddr makes the server listen on addr (host:port) instead of a free port
+// on 127.0.0.1.
+func WithAddr(addr string) Option {
+	return func(c *config) { c.addr = addr }
+}
+
+// WithClock makes the server read time from c instead of the wall clock.
+// Injected latency (Faults.Latency) always uses real time.
+func WithClock(c Clock) Option {
+	return func(cfg *config) { cfg.clock = c }
+}
+
+// WithLimits makes the server enforce the service's per-shard throughput
+// limits and control-plane rates from the start (see SetLimits).
+func WithLimits() Option {
+	return func(c *config) { c.limits = true }
+}
+
+// WithFaults makes the server inject f's faults from the start (see SetFaults).
+func WithFaults(f Faults) Option {
+	return func(c *config) { c.faults = f }
+}
+
+// WithIteratorTTL sets how long a shard iterator stays valid, measured on the
+// server clock. The service's value, and the default, is 5 minutes.
+func WithIteratorTTL(d time.Duration) Option {
+	return func(c *config) { c.iteratorTTL = d }
+}
+
+// WithLogger makes the server log one line per stream created or deleted and
+// per request that ends in an error. A nil logger, the default, keeps it quiet.
+func WithLogger(l *log.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// WithTransitionDelay keeps a stream created over HTTP in CREATING, and a
+// stream being resharded or having its retention changed in UPDATING, for d on
+// the server clock before it turns ACTIVE, as the service does. The default, 0,
+// makes every change take effect at once. Shard changes are visible
+// immediately either way; the status only affects DescribeStream* output and
+// which operations the stream accepts.
+func WithTransitionDelay(d time.Duration) Option {
+	return func(c *config) { c.transitionDelay = d }
+}

@@ -1,0 +1,389 @@
+package kinesistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+)
+
+// Server is a Kinesis Data Streams endpoint served over HTTP from this
+// process. It is safe for concurrent use by many clients.
+type Server struct {
+	clock           Clock
+	iteratorTTL     time.Duration
+	transitionDelay time.Duration
+	logger          *log.Logger
+	key             []byte // seals iterators and paging tokens
+
+	limits  atomic.Bool
+	faults  atomic.Pointer[injector]
+	control rateLimiter
+	calls   sync.Map // operation name -> *atomic.Int64
+
+	mu      sync.RWMutex
+	streams map[string]*stream
+	nextUID uint64
+
+	connMu   sync.Mutex
+	newConns map[net.Conn]struct{} // connections that have not sent a request yet
+	closing  bool
+
+	ln        net.Listener
+	http      *http.Server
+	url       string
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start starts a server listening on 127.0.0.1 at a free port, or where
+// WithAddr says. Close it when done.
+func Start(opts ...Option) (*Server, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("kinesistest: %w", err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("kinesistest: making the token key: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("kinesistest: listening on %s: %w", cfg.addr, err)
+	}
+	s := &Server{
+		clock:           cfg.clock,
+		iteratorTTL:     cfg.iteratorTTL,
+		transitionDelay: cfg.transitionDelay,
+		logger:          cfg.logger,
+		key:             key,
+		streams:         make(map[string]*stream),
+		newConns:        make(map[net.Conn]struct{}),
+		ln:              ln,
+		url:             listenURL(ln.Addr()),
+	}
+	s.limits.Store(cfg.limits)
+	s.faults.Store(newInjector(cfg.faults))
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		ConnState:         s.trackConn,
+		ErrorLog:          log.New(io.Discard, "", 0), // clients hanging up are expected in fault tests
+	}
+	go s.http.Serve(ln) //nolint:errcheck // returns ErrServerClosed on Close
+	return s, nil
+}
+
+// listenURL is the URL clients use; a wildcard listen address is reached
+// through the loopback interface.
+func listenURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// URL returns the server's endpoint, e.g. "http://127.0.0.1:39401".
+func (s *Server) URL() string { return s.url }
+
+// Client returns an aws-sdk-go-v2 Kinesis client for the server: region
+// us-east-1, static test credentials, BaseEndpoint set to URL and the HTTP
+// client of HTTPClient (see there for why). The SDK's retry settings are left at their defaults unless
+// optFns change them (for example o.RetryMaxAttempts = 1 in tests that assert
+// errors).
+func (s *Server) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
+	return kinesis.New(kinesis.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(s.url),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIAKINESISTEST", "kinesistest-secret", ""),
+		HTTPClient:   HTTPClient(),
+	}, optFns...)
+}
+
+// Shutdown stops the server gracefully: it stops accepting connections and
+// waits, until ctx is done, for requests in flight.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closeNewConns()
+		if err := s.http.Shutdown(ctx); err != nil {
+			s.closeErr = errors.Join(fmt.Errorf("kinesistest: shutting down: %w", err), s.http.Close())
+		}
+		// Serve may not have taken the listener yet; free the port for sure.
+		s.ln.Close()
+	})
+	return s.closeErr
+}
+
+// trackConn remembers connections that have not sent a request. HTTP
+// clients dial spare connections, and http.Server.Shutdown would wait five
+// seconds for each before treating it as idle.
+func (s *Server) trackConn(c net.Conn, state http.ConnState) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if state != http.StateNew {
+		delete(s.newConns, c)
+		return
+	}
+	if s.closing {
+		c.Close()
+		return
+	}
+	s.newConns[c] = struct{}{}
+}
+
+// closeNewConns closes the connections that never sent a request, now and
+// from now on.
+func (s *Server) closeNewConns() {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	s.closing = true
+	for c := range s.newConns {
+		c.Close()
+	}
+	clear(s.newConns)
+}
+
+// Close stops the server, giving requests in flight a few seconds to finish.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// SetFaults replaces the injected faults; the zero Faults turns them off. It
+// panics if a rate is outside [0, 1].
+func (s *Server) SetFaults(f Faults) {
+	if err := f.validate(); err != nil {
+		panic("kinesistest: SetFaults: " + err.Error())
+	}
+	s.faults.Store(newInjector(f))
+}
+
+// SetLimits turns enforcement of the service's throughput limits on or off:
+// per shard 1,000 records/s and 1 MiB/s in, 5 GetRecords/s and 2 MiB/s out,
+// 5 GetShardIterator/s; control-plane rates (LimitExceededException) and the
+// UpdateShardCount quotas.
+func (s *Server) SetLimits(on bool) { s.limits.Store(on) }
+
+// CallCount returns how many requests for op ("PutRecords", "GetRecords", ...)
+// the server has received, including those that failed.
+func (s *Server) CallCount(op string) int {
+	if c, ok := s.calls.Load(op); ok {
+		return int(c.(*atomic.Int64).Load())
+	}
+	return 0
+}
+
+// CallCounts returns the number of requests received per operation.
+func (s *Server) CallCounts() map[string]int {
+	out := make(map[string]int)
+	s.calls.Range(func(k, v any) bool {
+		out[k.(string)] = int(v.(*atomic.Int64).Load())
+		return true
+	})
+	return out
+}
+
+func (s *Server) countCall(op string) {
+	c, ok := s.calls.Load(op)
+	if !ok {
+		c, _ = s.calls.LoadOrStore(op, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(1)
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.logger != nil {
+		s.logger.Printf("kinesistest: "+format, args...)
+	}
+}
+
+// request is one decoded API call.
+type request struct {
+	body   []byte
+	region string    // from the SigV4 credential scope; used in ARNs
+	nowMs  int64     // the server clock when the request was dispatched
+	faults *injector // nil when no fault applies to this call
+	limits bool
+}
+
+// handler carries out one operation. It returns the output to encode as
+// JSON, nil for operations without output, or an error (an *apiError for the
+// client).
+type handler func(*Server, *request) (any, error)
+
+// handlers is the operation table. Stream consumers and SubscribeToShard will
+// join it from their own files.
+var handlers = map[string]handler{
+	"CreateStream":                  (*Server).createStream,
+	"DeleteStream":                  (*Server).deleteStream,
+	"DescribeStream":                (*Server).describeStream,
+	"DescribeStreamSummary":         (*Server).describeStreamSummary,
+	"ListStreams":                   (*Server).listStreams,
+	"IncreaseStreamRetentionPeriod": (*Server).increaseRetention,
+	"DecreaseStreamRetentionPeriod": (*Server).decreaseRetention,
+	"UpdateMaxRecordSize":           (*Server).updateMaxRecordSize,
+	"ListShards":                    (*Server).listShards,
+	"PutRecord":                     (*Server).putRecord,
+	"PutRecords":                    (*Server).putRecords,
+	"GetShardIterator":              (*Server).getShardIterator,
+	"GetRecords":                    (*Server).getRecords,
+	"SplitShard":                    (*Server).splitShard,
+	"MergeShards":                   (*Server).mergeShards,
+	"UpdateShardCount":              (*Server).updateShardCount,
+}
+
+// ServeHTTP answers one JSON 1.1 request: POST / with X-Amz-Target
+// Kinesis_20131202.<Operation>. The signature is not checked.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	reqID := newRequestID()
+	w.Header()[headerRequestID] = []string{reqID}
+	target := r.Header.Get("X-Amz-Target")
+	op := strings.TrimPrefix(target, targetPrefix)
+	s.countCall(op)
+
+	in := s.faults.Load()
+	if !in.appliesTo(op) {
+		in = nil
+	}
+	if in != nil && in.f.Latency > 0 {
+		t := time.NewTimer(in.f.Latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return // the client gave up; nobody reads a response
+		}
+	}
+
+	body := getBuf()
+	defer putBuf(body)
+	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, maxBodyBytes)); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.writeError(w, reqID, op, &apiError{status: http.StatusRequestEntityTooLarge, code: codeInvalidArgument,
+				message: fmt.Sprintf("Request body exceeds %d bytes.", maxBodyBytes)})
+		}
+		return // otherwise the connection is gone
+	}
+	if in != nil {
+		if in.hit(in.f.DropConnectionRate) {
+			dropConnection(w)
+			return
+		}
+		if err := in.serverError(); err != nil {
+			s.writeError(w, reqID, op, err)
+			return
+		}
+	}
+
+	out, err := s.dispatch(r, op, target, body.Bytes(), in)
+	if err != nil {
+		s.writeError(w, reqID, op, err)
+		return
+	}
+	resp := getBuf()
+	defer putBuf(resp)
+	if out != nil {
+		enc := json.NewEncoder(resp)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out); err != nil {
+			s.writeError(w, reqID, op, fmt.Errorf("encoding the %s response: %w", op, err))
+			return
+		}
+	}
+	if in != nil && in.hit(in.f.DropAfterProcessingRate) {
+		dropConnection(w)
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = []string{jsonContentType}
+	h["Content-Length"] = []string{strconv.Itoa(resp.Len())}
+	w.WriteHeader(http.StatusOK)
+	w.Write(resp.Bytes()) //nolint:errcheck // a client that hung up is not the server's problem
+}
+
+// dispatch checks the request's envelope and runs the operation.
+func (s *Server) dispatch(r *http.Request, op, target string, body []byte, in *injector) (any, error) {
+	if r.Method != http.MethodPost {
+		return nil, errorf(codeUnknownOperation, "Only POST requests are supported, got %s.", r.Method)
+	}
+	if strings.Contains(r.Header.Get("Content-Type"), "cbor") {
+		return nil, errorf(codeSerialization, "CBOR is not supported by this server; send application/x-amz-json-1.1.")
+	}
+	h := handlers[op]
+	if h == nil || !strings.HasPrefix(target, targetPrefix) {
+		return nil, errorf(codeUnknownOperation, "Operation %q is not supported by this server.", target)
+	}
+	req := &request{
+		body:   body,
+		region: regionFromAuthorization(r.Header.Get("Authorization")),
+		nowMs:  s.clock.Now().UnixMilli(),
+		faults: in,
+		limits: s.limits.Load(),
+	}
+	if req.region == "" {
+		req.region = Region
+	}
+	// ListShards is limited per stream, inside the operation.
+	if tps, ok := controlPlaneTPS[op]; ok && req.limits && op != "ListShards" && !s.control.allow(op, tps, req.nowMs) {
+		return nil, errorf(codeLimitExceeded, "Rate exceeded for operation %s under account %s.", op, AccountID)
+	}
+	return h(s, req)
+}
+
+type errorBody struct {
+	Type    string `json:"__type"`
+	Message string `json:"message"`
+}
+
+// writeError sends err as the service does: status, X-Amzn-ErrorType header
+// and {"__type": code, "message": ...}. Errors that are not API errors are
+// server bugs and go out as InternalFailureException.
+func (s *Server) writeError(w http.ResponseWriter, reqID, op string, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = errorf(codeInternalFailure, "%v", err)
+	}
+	// Log before answering, so the line exists once the client has its answer.
+	s.logf("%s %s -> %d %s: %s", reqID, op, ae.status, ae.code, ae.message)
+	b, _ := json.Marshal(errorBody{Type: ae.code, Message: ae.message})
+	h := w.Header()
+	h[headerErrorType] = []string{ae.code}
+	h["Content-Type"] = []string{jsonContentType}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(ae.status)
+	w.Write(b) //nolint:errcheck // see ServeHTTP
+}
+
+// dropConnection closes the client's connection without a response.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler) // net/http closes the connection quietly
+}
