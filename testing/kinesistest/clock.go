@@ -22,8 +22,9 @@ func (systemClock) Now() time.Time { return time.Now() }
 // concurrent use. Use it to expire iterators, trim records by retention or
 // refill throughput limits without sleeping.
 type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu    sync.Mutex
+	now   time.Time
+	moved chan struct{} // closed and replaced whenever the clock moves
 }
 
 // NewManualClock returns a ManualClock that reads t until it is moved.
@@ -43,6 +44,7 @@ func (c *ManualClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	c.notifyLocked()
 }
 
 // Set moves the clock to t.
@@ -50,4 +52,29 @@ func (c *ManualClock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = t
+	c.notifyLocked()
+}
+
+// changed returns a channel that is closed the next time the clock moves.
+// Open subscriptions wait on it, so their server-clock deadlines (the
+// subscription lifetime) pass as soon as a test moves the clock.
+func (c *ManualClock) changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.moved == nil {
+		c.moved = make(chan struct{})
+	}
+	return c.moved
+}
+
+func (c *ManualClock) notifyLocked() {
+	if c.moved != nil {
+		close(c.moved)
+		c.moved = nil
+	}
+}
+
+// changeNotifier is a Clock that says when it moves; ManualClock is one.
+type changeNotifier interface {
+	changed() <-chan struct{}
 }

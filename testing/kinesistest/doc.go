@@ -13,6 +13,44 @@
 // StreamName or StreamARN. Validation and errors follow the service: the same error types,
 // HTTP statuses and, as far as known, messages.
 //
+// Enhanced fan-out: RegisterStreamConsumer, DescribeStreamConsumer,
+// ListStreamConsumers (NextToken paging) and DeregisterStreamConsumer manage
+// consumers (CREATING, then ACTIVE after WithConsumerActivationDelay; DELETING,
+// then gone; at most 20 per stream and 5 CREATING at once). SubscribeToShard
+// answers errors found before streaming as ordinary JSON errors, then streams
+// application/vnd.amazon.eventstream: an initial-response frame, then
+// SubscribeToShardEvent frames. The first event goes out at once, events with
+// records as soon as records are stored, and empty events (heartbeats, with an
+// up-to-date ContinuationSequenceNumber) every WithSubscriptionHeartbeat of
+// real time while nothing arrives. A closed shard ends with an event carrying
+// ChildShards and no ContinuationSequenceNumber, then the body ends. A
+// subscription lasts WithSubscriptionLifetime on the server clock (5 minutes)
+// and then ends normally. Subscribing again to the same shard with the same
+// consumer within 5 seconds of the last successful call fails with
+// ResourceInUseException; later, the new subscription takes over and the old
+// one ends with a ResourceInUseException exception frame. A subscription also
+// ends with ResourceNotFoundException when its consumer is deregistered or its
+// stream deleted, and normally when the server shuts down. In limits mode
+// events are paced to 2 MiB/s per consumer per shard, in real time.
+// Subscriptions lists the open subscriptions and WaitSubscriptions waits for
+// them to change.
+//
+// Clients with more than one subscription open should give each
+// SubscribeToShard call its own protocol, as in
+//
+//	out, err := client.SubscribeToShard(ctx, in, func(o *kinesis.Options) {
+//		o.Protocol = awsjson.New11(schemas.Kinesis_20131202)
+//	})
+//
+// (awsjson from github.com/aws/smithy-go/transport/http/protocol/awsjson,
+// schemas from github.com/aws/aws-sdk-go-v2/service/kinesis/schemas): the
+// client's protocol holds one event-stream decoder that all its streams share
+// without synchronisation (aws/smithy-go#714), a data race that -race reports
+// against this server as it would against the service. Note also that
+// aws-sdk-go-v2 reports a connection closed between or even inside frames as a
+// normal end of the stream (Err() == nil); only the missing final event tells
+// a reader that such a stream did not reach the shard's end.
+//
 // What a test controls:
 //
 //   - time, with WithClock(NewManualClock(t)): arrival timestamps, iterator
@@ -21,7 +59,8 @@
 //     read rates and control-plane rates, as the service enforces them;
 //   - faults, with WithFaults or SetFaults: throttled or failed PutRecords
 //     entries, 5xx responses, throttled GetRecords, expired iterators,
-//     dropped connections and latency, drawn from a seeded generator;
+//     dropped connections and latency, subscriptions reset mid-stream and
+//     delayed events, drawn from a seeded generator;
 //   - inspection: StreamRecords, ShardRecords and CallCount tell what the
 //     server stored and received.
 //
@@ -54,8 +93,13 @@
 //
 // Known differences from the service: status transitions and resharding take
 // effect at once (WithTransitionDelay shows CREATING/UPDATING for a while but
-// the shards change immediately); stream consumers and SubscribeToShard,
-// tagging, encryption and CBOR are not implemented; every stream belongs to
-// account 123456789012 and one namespace whatever the region; the request
-// signature is not checked.
+// the shards change immediately); tagging, encryption and CBOR are not
+// implemented; every stream belongs to account 123456789012 and one namespace
+// whatever the region; the request signature is not checked. For enhanced
+// fan-out: SubscribeToShard is served over HTTP/1.1 chunked bodies rather than
+// HTTP/2; the consumer control-plane rates of limits mode are counted per
+// account; the size of an event (at most 10,000 records and 1 MiB beyond its
+// first record) and the heartbeat cadence are this server's choices, the
+// service documents neither; the last records of a closed shard come in the
+// same event as its ChildShards, as GetRecords returns them.
 package kinesistest

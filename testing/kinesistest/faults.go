@@ -44,6 +44,13 @@ type Faults struct {
 	DropAfterProcessingRate float64
 	// Latency is added, in real time, to every request before it is handled.
 	Latency time.Duration
+	// SubscriptionDropRate is the share of SubscribeToShardEvent frames before
+	// which the server closes a subscription's connection abruptly, mid-body:
+	// the client's event stream fails with an unexpected end of body.
+	SubscriptionDropRate float64
+	// EventLatency is added, in real time, before every SubscribeToShardEvent
+	// frame, delaying records pushed to subscribers.
+	EventLatency time.Duration
 	// Operations, when not empty, limits every fault to these operations
 	// ("PutRecords", "GetRecords", ...).
 	Operations []string
@@ -61,6 +68,7 @@ func (f Faults) validate() error {
 		{"ExpiredIteratorRate", f.ExpiredIteratorRate},
 		{"DropConnectionRate", f.DropConnectionRate},
 		{"DropAfterProcessingRate", f.DropAfterProcessingRate},
+		{"SubscriptionDropRate", f.SubscriptionDropRate},
 	} {
 		if !(r.v >= 0 && r.v <= 1) {
 			return fmt.Errorf("Faults.%s = %v, want a probability in [0, 1]", r.name, r.v)
@@ -73,6 +81,9 @@ func (f Faults) validate() error {
 	if f.Latency < 0 {
 		return fmt.Errorf("Faults.Latency = %v, want >= 0", f.Latency)
 	}
+	if f.EventLatency < 0 {
+		return fmt.Errorf("Faults.EventLatency = %v, want >= 0", f.EventLatency)
+	}
 	return nil
 }
 
@@ -80,7 +91,7 @@ func (f Faults) validate() error {
 func (f Faults) active() bool {
 	return f.PutEntryThrottleRate > 0 || f.PutEntryInternalFailureRate > 0 || f.ServerErrorRate > 0 ||
 		f.GetRecordsThrottleRate > 0 || f.ExpiredIteratorRate > 0 || f.DropConnectionRate > 0 ||
-		f.DropAfterProcessingRate > 0 || f.Latency > 0
+		f.DropAfterProcessingRate > 0 || f.Latency > 0 || f.SubscriptionDropRate > 0 || f.EventLatency > 0
 }
 
 // injector draws faults for one Faults configuration.

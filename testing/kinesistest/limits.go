@@ -27,6 +27,12 @@ var controlPlaneTPS = map[string]float64{
 	"IncreaseStreamRetentionPeriod": 5,
 	"DecreaseStreamRetentionPeriod": 5,
 	"UpdateMaxRecordSize":           5,
+	// The service counts the consumer operations but RegisterStreamConsumer
+	// per stream; this server counts them all per account.
+	"RegisterStreamConsumer":   5,
+	"DeregisterStreamConsumer": 5,
+	"DescribeStreamConsumer":   20,
+	"ListStreamConsumers":      5,
 }
 
 // Resharding quotas of UpdateShardCount, enforced in limits mode.

@@ -106,26 +106,11 @@ func (s *Server) getShardIterator(r *request) (any, error) {
 		return nil, errorf(codeThroughput, "%s", errShardThroughput(sh, st))
 	}
 	sh.trimLocked(st.cutoffMsLocked(r.nowMs))
-	var pos uint64
-	switch typ {
-	case iterTrimHorizon:
-		pos = 0
-	case iterLatest:
-		pos = sh.latestPosLocked()
-	case iterAtSequence, iterAfterSequence:
-		pos = seq.counter
-		if seq.beyond {
-			pos = math.MaxUint64
-		} else if typ == iterAfterSequence && pos < math.MaxUint64 {
-			pos++
-		}
-	case iterAtTimestamp:
-		if i := sh.indexAtTimeLocked(int64(*in.Timestamp)); i < len(sh.records) {
-			pos = sh.records[i].counter
-		} else {
-			pos = sh.latestPosLocked()
-		}
+	var tsMs int64
+	if in.Timestamp != nil {
+		tsMs = int64(*in.Timestamp)
 	}
+	pos := sh.startPosLocked(typ, seq, tsMs)
 	return getShardIteratorOutput{ShardIterator: s.encodeIterator(shardIterator{
 		streamUID: st.uid,
 		stream:    st.name,
@@ -133,6 +118,32 @@ func (s *Server) getShardIterator(r *request) (any, error) {
 		pos:       pos,
 		issuedMs:  r.nowMs,
 	})}, nil
+}
+
+// startPosLocked is the position (the counter of the next record to read) an
+// iterator of type typ starts from; seq is the parsed sequence number of the
+// *_SEQUENCE_NUMBER types and tsMs the timestamp of AT_TIMESTAMP. Caller holds
+// sh.mu and has trimmed the shard.
+func (sh *shard) startPosLocked(typ string, seq parsedSeq, tsMs int64) uint64 {
+	switch typ {
+	case iterLatest:
+		return sh.latestPosLocked()
+	case iterAtSequence, iterAfterSequence:
+		pos := seq.counter
+		if seq.beyond {
+			return math.MaxUint64
+		}
+		if typ == iterAfterSequence && pos < math.MaxUint64 {
+			pos++
+		}
+		return pos
+	case iterAtTimestamp:
+		if i := sh.indexAtTimeLocked(tsMs); i < len(sh.records) {
+			return sh.records[i].counter
+		}
+		return sh.latestPosLocked()
+	}
+	return 0 // TRIM_HORIZON
 }
 
 // checkStartingSequence checks that q is a sequence number of shard sh.

@@ -103,6 +103,7 @@ func (st *stream) storeLocked(r *request, key uint128, e *entryInput) (sh *shard
 		data:      e.Data,
 		arrivalMs: r.nowMs,
 	})
+	sh.wakeLocked()
 	return sh, seq, ""
 }
 

@@ -127,6 +127,7 @@ func (s *Server) deleteStream(r *request) (any, error) {
 		delete(s.streams, st.name)
 	}
 	s.mu.Unlock()
+	s.dropStreamConsumers(st, r.nowMs)
 	s.logf("deleted stream %s", st.name)
 	return nil, nil
 }
@@ -227,6 +228,7 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	consumers := s.consumerCount(st, r.nowMs) // before st.mu: consumerMu comes first
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	return describeStreamSummaryOutput{StreamDescriptionSummary: streamDescriptionSummaryJSON{
@@ -239,6 +241,7 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 		EnhancedMonitoring:      []enhancedMetricsJSON{{ShardLevelMetrics: []string{}}},
 		EncryptionType:          "NONE",
 		OpenShardCount:          len(st.open),
+		ConsumerCount:           consumers,
 		MaxRecordSizeInKiB:      st.maxRecordSize >> 10,
 	}}, nil
 }

@@ -18,13 +18,18 @@ type config struct {
 	iteratorTTL     time.Duration
 	logger          *log.Logger
 	transitionDelay time.Duration
+	consumerDelay   time.Duration
+	subLifetime     time.Duration
+	subHeartbeat    time.Duration
 }
 
 func defaultConfig() config {
 	return config{
-		addr:        "127.0.0.1:0",
-		clock:       systemClock{},
-		iteratorTTL: 5 * time.Minute,
+		addr:         "127.0.0.1:0",
+		clock:        systemClock{},
+		iteratorTTL:  5 * time.Minute,
+		subLifetime:  defaultSubLifetime,
+		subHeartbeat: defaultSubHeartbeat,
 	}
 }
 
@@ -37,6 +42,15 @@ func (c *config) validate() error {
 	}
 	if c.transitionDelay < 0 {
 		return fmt.Errorf("WithTransitionDelay: delay %v must not be negative", c.transitionDelay)
+	}
+	if c.consumerDelay < 0 {
+		return fmt.Errorf("WithConsumerActivationDelay: delay %v must not be negative", c.consumerDelay)
+	}
+	if c.subLifetime <= 0 {
+		return fmt.Errorf("WithSubscriptionLifetime: lifetime %v must be positive", c.subLifetime)
+	}
+	if c.subHeartbeat <= 0 {
+		return fmt.Errorf("WithSubscriptionHeartbeat: interval %v must be positive", c.subHeartbeat)
 	}
 	if err := c.faults.validate(); err != nil {
 		return fmt.Errorf("WithFaults: %w", err)
@@ -87,4 +101,31 @@ func WithLogger(l *log.Logger) Option {
 // which operations the stream accepts.
 func WithTransitionDelay(d time.Duration) Option {
 	return func(c *config) { c.transitionDelay = d }
+}
+
+// WithConsumerActivationDelay keeps a consumer registered over HTTP in
+// CREATING for d on the server clock before it turns ACTIVE, and a
+// deregistered consumer in DELETING for d before it is gone, as the service
+// does (it takes seconds). The default, 0, makes consumers ACTIVE at once and
+// removes them at once. SubscribeToShard refuses consumers that are not ACTIVE.
+func WithConsumerActivationDelay(d time.Duration) Option {
+	return func(c *config) { c.consumerDelay = d }
+}
+
+// WithSubscriptionLifetime sets how long a SubscribeToShard stream lasts,
+// measured on the server clock, before the server ends it normally and the
+// client must subscribe again. The service's value, and the default, is 5
+// minutes. On a ManualClock, moving the clock past the lifetime ends open
+// subscriptions at once.
+func WithSubscriptionLifetime(d time.Duration) Option {
+	return func(c *config) { c.subLifetime = d }
+}
+
+// WithSubscriptionHeartbeat sets how long, in real time, a subscription with
+// nothing new to deliver waits before it sends an empty SubscribeToShardEvent
+// (no records, an up-to-date ContinuationSequenceNumber and
+// MillisBehindLatest). The default is 1 second. Events with records go out as
+// soon as the records are stored, whatever this says.
+func WithSubscriptionHeartbeat(d time.Duration) Option {
+	return func(c *config) { c.subHeartbeat = d }
 }

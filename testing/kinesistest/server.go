@@ -39,6 +39,17 @@ type Server struct {
 	streams map[string]*stream
 	nextUID uint64
 
+	// Enhanced fan-out: see consumers.go for what consumerMu guards.
+	consumerDelay time.Duration
+	subLifetime   time.Duration
+	subHeartbeat  time.Duration
+	consumerMu    sync.Mutex
+	subs          map[*subscription]struct{}
+	subsChanged   chan struct{} // closed when a subscription opens or ends
+	subsClosed    bool          // set by Shutdown: no new subscriptions
+	subsWG        sync.WaitGroup
+	quit          chan struct{} // closed by Shutdown to end open subscriptions
+
 	connMu   sync.Mutex
 	newConns map[net.Conn]struct{} // connections that have not sent a request yet
 	closing  bool
@@ -72,6 +83,11 @@ func Start(opts ...Option) (*Server, error) {
 		clock:           cfg.clock,
 		iteratorTTL:     cfg.iteratorTTL,
 		transitionDelay: cfg.transitionDelay,
+		consumerDelay:   cfg.consumerDelay,
+		subLifetime:     cfg.subLifetime,
+		subHeartbeat:    cfg.subHeartbeat,
+		subs:            make(map[*subscription]struct{}),
+		quit:            make(chan struct{}),
 		logger:          cfg.logger,
 		key:             key,
 		streams:         make(map[string]*stream),
@@ -121,16 +137,25 @@ func (s *Server) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	}, optFns...)
 }
 
-// Shutdown stops the server gracefully: it stops accepting connections and
-// waits, until ctx is done, for requests in flight.
+// Shutdown stops the server gracefully: it stops accepting connections, ends
+// open SubscribeToShard streams (their bodies end normally, as at the end of a
+// subscription's lifetime) and waits, until ctx is done, for requests in
+// flight.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closeNewConns()
+		s.consumerMu.Lock()
+		s.subsClosed = true
+		s.consumerMu.Unlock()
+		close(s.quit)
 		if err := s.http.Shutdown(ctx); err != nil {
 			s.closeErr = errors.Join(fmt.Errorf("kinesistest: shutting down: %w", err), s.http.Close())
 		}
 		// Serve may not have taken the listener yet; free the port for sure.
 		s.ln.Close()
+		// Subscriptions whose connection a fault hijacked are not requests
+		// http.Server waits for; they have seen quit by now and end at once.
+		s.subsWG.Wait()
 	})
 	return s.closeErr
 }
@@ -229,13 +254,24 @@ type request struct {
 }
 
 // handler carries out one operation. It returns the output to encode as
-// JSON, nil for operations without output, or an error (an *apiError for the
-// client).
+// JSON, nil for operations without output, a streamer for operations that
+// stream their response, or an error (an *apiError for the client).
 type handler func(*Server, *request) (any, error)
 
-// handlers is the operation table. Stream consumers and SubscribeToShard will
-// join it from their own files.
+// streamer is the output of an operation that writes its own response once
+// the request has been validated (SubscribeToShard's event stream). serve
+// must return when the request's context ends.
+type streamer interface {
+	serve(w http.ResponseWriter, r *http.Request)
+}
+
+// handlers is the operation table.
 var handlers = map[string]handler{
+	"RegisterStreamConsumer":        (*Server).registerStreamConsumer,
+	"DescribeStreamConsumer":        (*Server).describeStreamConsumer,
+	"ListStreamConsumers":           (*Server).listStreamConsumers,
+	"DeregisterStreamConsumer":      (*Server).deregisterStreamConsumer,
+	"SubscribeToShard":              (*Server).subscribeToShard,
 	"CreateStream":                  (*Server).createStream,
 	"DeleteStream":                  (*Server).deleteStream,
 	"DescribeStream":                (*Server).describeStream,
@@ -301,6 +337,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out, err := s.dispatch(r, op, target, body.Bytes(), in)
 	if err != nil {
 		s.writeError(w, reqID, op, err)
+		return
+	}
+	if st, ok := out.(streamer); ok {
+		st.serve(w, r)
 		return
 	}
 	resp := getBuf()

@@ -44,6 +44,27 @@ type shard struct {
 	mu      sync.Mutex
 	records []record // oldest first; trimmed from the front by retention
 	buckets shardBuckets
+	// arrived is closed when a record is stored or the shard closes, to wake
+	// SubscribeToShard streams waiting for data; nil while nobody waits.
+	arrived chan struct{}
+}
+
+// arrivalLocked returns a channel closed when the shard next changes (a record
+// is stored or the shard closes). Caller holds mu, so no change slips in
+// between reading the shard and waiting.
+func (sh *shard) arrivalLocked() <-chan struct{} {
+	if sh.arrived == nil {
+		sh.arrived = make(chan struct{})
+	}
+	return sh.arrived
+}
+
+// wakeLocked wakes whoever waits on arrivalLocked. Caller holds mu.
+func (sh *shard) wakeLocked() {
+	if sh.arrived != nil {
+		close(sh.arrived)
+		sh.arrived = nil
+	}
 }
 
 func shardID(num uint32) string { return fmt.Sprintf("shardId-%012d", num) }

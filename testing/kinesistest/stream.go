@@ -70,6 +70,10 @@ type stream struct {
 	busyStatus    string // CREATING or UPDATING until busyUntilMs
 	busyUntilMs   int64
 	scalingsMs    []int64 // UpdateShardCount calls, for the daily quota
+
+	// consumers are the stream's enhanced fan-out consumers by name; guarded
+	// by Server.consumerMu, not mu.
+	consumers map[string]*consumer
 }
 
 // newStream creates a stream whose shards split the hash key space evenly.
@@ -131,6 +135,7 @@ func (st *stream) closeShardLocked(sh *shard, nowMs int64) {
 	sh.closed = true
 	sh.closedMs = nowMs
 	sh.endSeq = formatSeq(st.counter.Add(1), sh.num)
+	sh.wakeLocked() // subscribers send the shard's end
 }
 
 // rebuildOpenLocked recomputes the routing table after shards open or close.

@@ -4,7 +4,9 @@
 // Usage:
 //
 //	kinesis-server [--addr 127.0.0.1:4567] [--streams orders:4,events:1] [--limits]
-//	               [--iterator-ttl 5m] [--log] [fault flags]
+//	               [--iterator-ttl 5m] [--consumer-activation-delay 0s]
+//	               [--subscription-lifetime 5m] [--subscription-heartbeat 1s]
+//	               [--log] [fault flags]
 //
 // It prints the URL it listens on and runs until SIGINT or SIGTERM, then
 // stops gracefully. State lives in memory only.
@@ -32,7 +34,9 @@
 // --server-error-rate answers 500/503, --get-throttle-rate and
 // --expired-iterator-rate fail GetRecords, --drop-connection-rate closes
 // connections without an answer, --latency delays every request and
-// --fault-ops limits all of them to some operations.
+// --subscription-drop-rate resets SubscribeToShard connections before an event,
+// --event-latency delays every SubscribeToShard event and --fault-ops limits
+// all of them to some operations.
 package main
 
 import (
@@ -74,6 +78,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		limits      = fs.Bool("limits", false, "enforce the service's per-shard and control-plane limits")
 		iteratorTTL = fs.Duration("iterator-ttl", 5*time.Minute, "how long shard iterators stay valid")
 		verbose     = fs.Bool("log", false, "log streams created and failed requests to stderr")
+		activation  = fs.Duration("consumer-activation-delay", 0, "how long registered consumers stay CREATING (and deregistered ones DELETING)")
+		lifetime    = fs.Duration("subscription-lifetime", 5*time.Minute, "how long a SubscribeToShard stream lasts")
+		heartbeat   = fs.Duration("subscription-heartbeat", time.Second, "interval of empty SubscribeToShard events while no records arrive")
 		faults      kinesistest.Faults
 		faultOps    = fs.String("fault-ops", "", "comma-separated operations the faults apply to (default: all)")
 	)
@@ -85,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&faults.ExpiredIteratorRate, "expired-iterator-rate", 0, "share of GetRecords calls failing with ExpiredIteratorException")
 	fs.Float64Var(&faults.DropConnectionRate, "drop-connection-rate", 0, "share of requests whose connection is closed without an answer")
 	fs.DurationVar(&faults.Latency, "latency", 0, "latency added to every request")
+	fs.Float64Var(&faults.SubscriptionDropRate, "subscription-drop-rate", 0, "share of SubscribeToShard events before which the connection is reset")
+	fs.DurationVar(&faults.EventLatency, "event-latency", 0, "latency added before every SubscribeToShard event")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -103,6 +112,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		kinesistest.WithAddr(*addr),
 		kinesistest.WithFaults(faults),
 		kinesistest.WithIteratorTTL(*iteratorTTL),
+		kinesistest.WithConsumerActivationDelay(*activation),
+		kinesistest.WithSubscriptionLifetime(*lifetime),
+		kinesistest.WithSubscriptionHeartbeat(*heartbeat),
 	}
 	if *limits {
 		opts = append(opts, kinesistest.WithLimits())

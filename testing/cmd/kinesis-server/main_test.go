@@ -20,7 +20,8 @@ func TestRunServesStreamsUntilCancelled(t *testing.T) {
 	out, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--streams", "demo:2,solo", "--limits", "--fault-seed", "3"}, w, io.Discard)
+		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--streams", "demo:2,solo", "--limits", "--fault-seed", "3",
+			"--consumer-activation-delay", "0s", "--subscription-lifetime", "1m", "--subscription-heartbeat", "50ms"}, w, io.Discard)
 		w.Close()
 	}()
 	line, err := bufio.NewReader(out).ReadString('\n')
@@ -63,6 +64,28 @@ func TestRunServesStreamsUntilCancelled(t *testing.T) {
 		t.Fatalf("GetRecords: %v, %+v", err, recs)
 	}
 
+	// Enhanced fan-out: a consumer is ACTIVE at once with a zero activation
+	// delay, and a subscription from TRIM_HORIZON delivers the record.
+	reg, err := kc.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{
+		StreamARN: aws.String("arn:aws:kinesis:us-east-1:123456789012:stream/demo"), ConsumerName: aws.String("app"),
+	})
+	if err != nil || reg.Consumer.ConsumerStatus != types.ConsumerStatusActive {
+		t.Fatalf("RegisterStreamConsumer: %v, %+v", err, reg)
+	}
+	sub, err := kc.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{
+		ConsumerARN: reg.Consumer.ConsumerARN, ShardId: put.ShardId,
+		StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon},
+	})
+	if err != nil {
+		t.Fatalf("SubscribeToShard: %v", err)
+	}
+	ev, ok := <-sub.GetStream().Events()
+	sub.GetStream().Close()
+	m, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+	if !ok || !isEvent || len(m.Value.Records) != 1 || string(m.Value.Records[0].Data) != "hello" {
+		t.Fatalf("first event %#v (open %v, Err %v)", ev, ok, sub.GetStream().Err())
+	}
+
 	cancel()
 	select {
 	case err := <-done:
@@ -80,6 +103,11 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"--streams", "demo:0"},
 		{"--server-error-rate", "2"},
 		{"--iterator-ttl", "0s"},
+		{"--consumer-activation-delay", "-1s"},
+		{"--subscription-lifetime", "0s"},
+		{"--subscription-heartbeat", "0s"},
+		{"--subscription-drop-rate", "1.5"},
+		{"--event-latency", "-1s"},
 		{"--no-such-flag"},
 		{"extra"},
 	} {
