@@ -3,6 +3,7 @@ package kinesisio
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -44,6 +45,9 @@ func newClient(ctx context.Context, cfg clientConfig) (*kinesis.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kinesisio: loading AWS configuration (%s): %w", cfg.credentialsSource(), err)
 	}
+	// Wrapped only after loading: with AWS_CA_BUNDLE set, LoadDefaultConfig needs the
+	// *awshttp.BuildableClient itself to add the bundle's root CAs.
+	awsCfg.HTTPClient = bodyShieldClient{awsCfg.HTTPClient}
 	if awsCfg.Region == "" {
 		if cfg.Endpoint == "" {
 			return nil, fmt.Errorf("kinesisio: no AWS region configured; pass kinesisio.WithRegion or set AWS_REGION")
@@ -61,4 +65,20 @@ func newClient(ctx context.Context, cfg clientConfig) (*kinesis.Client, error) {
 		}
 		o.Retryer = aws.NopRetryer{}
 	}), nil
+}
+
+// bodyShieldClient hands net/http request bodies without io.WriterTo. aws-sdk-go-v2 closes a
+// request body as soon as the response headers arrive; when the server answers before
+// net/http has finished writing the body, net/http reads the closed body through WriterTo,
+// takes the error for a failed write and closes the connection under the response being
+// read (aws/aws-sdk-go-v2#1825, #2737). A fast endpoint triggers it on large requests, and a
+// PutRecords retried after it stores its records twice. A plain Reader sees a clean end of
+// body instead.
+type bodyShieldClient struct{ next awsconfig.HTTPClient }
+
+func (c bodyShieldClient) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = struct{ io.ReadCloser }{req.Body}
+	}
+	return c.next.Do(req)
 }

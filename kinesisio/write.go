@@ -1,0 +1,230 @@
+package kinesisio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/producer"
+	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+)
+
+func init() {
+	register.DoFn4x1[context.Context, beam.EventTime, Message, func(beam.EventTime, FailedMessage), error](&writeFn{})
+	register.Emitter2[beam.EventTime, FailedMessage]()
+}
+
+// Write writes a PCollection<Message> to the Kinesis stream named stream and returns the
+// messages it could not write as a PCollection<FailedMessage>, each with the reason and
+// the service's error code.
+//
+// Messages are routed by the MD5 of their partition key (or their explicit hash key) to
+// the shard whose hash key range holds it, using the stream's shard map, and with
+// aggregation (the default) packed per shard into KPL aggregated records. Records go out
+// in PutRecords requests within the service's limits, up to WithMaxConnections at once,
+// kept within each shard's write limits (WithRateLimit). Entries the service fails are
+// retried with backoff (WithRetries); what still fails goes to the failed output, or fails
+// the bundle with WithFailOnError. Messages the service would refuse (empty partition key,
+// a key over 256 characters, a bad explicit hash key, a record over 1 MiB) go to the
+// failed output at once with ErrorCode ErrorCodeInvalidMessage.
+//
+// A bundle finishes only when all its messages are acknowledged or failed, so the write is
+// at-least-once: a retried bundle, a lost response or a resharding (see the README) can
+// write a message twice. Failed messages keep their event time and are in the global
+// window.
+//
+// Metrics (namespace "kinesisio.Write"): user_records, kinesis_records, bytes,
+// putrecords_calls, throttled_entries, retries, failed_messages, invalid_messages,
+// wrong_shard_aggregates, rerouted_messages, and the distribution aggregate_bytes.
+func Write(s beam.Scope, stream string, msgs beam.PCollection, opts ...Option) beam.PCollection {
+	const transform = "kinesisio.Write"
+	s = s.Scope(transform)
+	validateStreamName(transform, stream)
+	cfg := buildConfig(transform, dirWrite, opts)
+	if t := msgs.Type().Type(); t != reflect.TypeOf(Message{}) {
+		panic(fmt.Sprintf("%s: the input must be a PCollection of kinesisio.Message, got %v; build messages with MessagesFromBytes, MessagesFromStrings or MessagesWithRandomKeys", transform, t))
+	}
+	return beam.ParDo(s, &writeFn{Stream: stream, Client: cfg.client, Retry: cfg.retry, Write: cfg.write}, msgs)
+}
+
+// Metric names of Write.
+var (
+	writeUserRecords    = beam.NewCounter("kinesisio.Write", "user_records")
+	writeKinesisRecords = beam.NewCounter("kinesisio.Write", "kinesis_records")
+	writeBytes          = beam.NewCounter("kinesisio.Write", "bytes")
+	writeCalls          = beam.NewCounter("kinesisio.Write", "putrecords_calls")
+	writeThrottled      = beam.NewCounter("kinesisio.Write", "throttled_entries")
+	writeRetries        = beam.NewCounter("kinesisio.Write", "retries")
+	writeFailures       = beam.NewCounter("kinesisio.Write", "failed_messages")
+	writeInvalid        = beam.NewCounter("kinesisio.Write", "invalid_messages")
+	writeWrongShard     = beam.NewCounter("kinesisio.Write", "wrong_shard_aggregates")
+	writeRerouted       = beam.NewCounter("kinesisio.Write", "rerouted_messages")
+	writeAggregateSizes = beam.NewDistribution("kinesisio.Write", "aggregate_bytes")
+)
+
+// errWriteFailedRecord is the error of a bundle failed by WithFailOnError.
+var errWriteFailedRecord = errors.New("kinesisio.Write: a message could not be written and WithFailOnError is set")
+
+// writeFn is the batching ParDo behind Write. Its producer lives across bundles (it holds
+// the shard map and rate limiter state) and is empty between them.
+type writeFn struct {
+	Stream string
+	Client clientConfig
+	Retry  retryConfig
+	Write  writeConfig
+
+	p        *producer.Producer
+	reported producer.Stats
+	pending  int // messages seen since the last metrics report
+}
+
+func (fn *writeFn) Setup(ctx context.Context) error {
+	return fn.start(ctx)
+}
+
+func (fn *writeFn) start(ctx context.Context) error {
+	client, err := newClient(ctx, fn.Client)
+	if err != nil {
+		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
+	}
+	policy := backoff.Policy{Retries: fn.Retry.NumRetries, Initial: fn.Retry.RetryInterval, Max: fn.Retry.MaxRetryInterval}
+	p, err := producer.New(client, producer.Config{
+		Stream:           fn.Stream,
+		Limits:           fn.Write.limits(),
+		MaxBufferedTime:  fn.Write.RecordMaxBufferedTime,
+		MaxConnections:   fn.Write.MaxConnections,
+		MaxBufferedBytes: fn.Write.MaxBufferedBytes,
+		RateLimitPercent: fn.Write.RateLimitPercent,
+		Retry:            policy,
+		ShardMapRefresh:  fn.Write.ShardMapRefresh,
+		ShardMapMinGap:   shardMapMinGap,
+	})
+	if err != nil {
+		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
+	}
+	fn.p, fn.reported = p, producer.Stats{}
+	log.Debugf(ctx, "kinesisio.Write to %q: started with %s, aggregation %v", fn.Stream, fn.Client.credentialsSource(), fn.Write.Aggregate)
+	return nil
+}
+
+// StartBundle takes the emitter only because Beam requires every method to declare the
+// emitters ProcessElement declares; nothing is output here.
+func (fn *writeFn) StartBundle(ctx context.Context, _ func(beam.EventTime, FailedMessage)) error {
+	if fn.p == nil { // a previous bundle failed and dropped its producer
+		return fn.start(ctx)
+	}
+	return nil
+}
+
+func (fn *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, m Message, emit func(beam.EventTime, FailedMessage)) error {
+	rec := kpl.UserRecord{PartitionKey: m.PartitionKey, ExplicitHashKey: m.ExplicitHashKey, Data: m.Data}
+	if err := fn.p.Put(ctx, rec, et); err != nil {
+		var invalid *producer.InvalidError
+		if !errors.As(err, &invalid) {
+			fn.abandon()
+			return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
+		}
+		writeInvalid.Inc(ctx, 1)
+		emit(et, FailedMessage{Message: m, Reason: "invalid message: " + invalid.Reason, ErrorCode: ErrorCodeInvalidMessage})
+	}
+	if err := fn.emitFailures(ctx, emit); err != nil {
+		return err
+	}
+	if fn.pending++; fn.pending >= 1000 {
+		fn.report(ctx)
+	}
+	return nil
+}
+
+// FinishBundle sends what is buffered and waits for every message of the bundle to be
+// acknowledged or failed: the bundle commits only then.
+func (fn *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, FailedMessage)) error {
+	wait := ctx
+	if fn.Write.FlushWaitTime > 0 {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, fn.Write.FlushWaitTime)
+		defer cancel()
+	}
+	if err := fn.p.Flush(wait); err != nil {
+		fn.report(ctx)
+		fn.abandon()
+		return fmt.Errorf("kinesisio.Write to %q: flushing at the end of the bundle: %w", fn.Stream, err)
+	}
+	err := fn.emitFailures(ctx, emit)
+	fn.report(ctx)
+	return err
+}
+
+func (fn *writeFn) Teardown() {
+	if fn.p != nil {
+		fn.p.Close()
+		fn.p = nil
+	}
+}
+
+// abandon drops the producer after a failed bundle: its buffered messages belong to the
+// bundle the runner will retry.
+func (fn *writeFn) abandon() {
+	fn.p.Close()
+	fn.p = nil
+}
+
+// emitFailures outputs the messages the producer gave up on, or fails the bundle when
+// WithFailOnError is set.
+func (fn *writeFn) emitFailures(ctx context.Context, emit func(beam.EventTime, FailedMessage)) error {
+	failures := fn.p.Failures()
+	if len(failures) == 0 {
+		return nil
+	}
+	if fn.Write.FailOnError {
+		f := failures[0]
+		fn.report(ctx)
+		fn.abandon()
+		return fmt.Errorf("%w: %d failed, the first (partition key %q) with %s: %s", errWriteFailedRecord, len(failures), f.Record.PartitionKey, f.ErrorCode, f.Reason)
+	}
+	for _, f := range failures {
+		emit(f.Meta.(beam.EventTime), FailedMessage{
+			Message:   Message{PartitionKey: f.Record.PartitionKey, ExplicitHashKey: f.Record.ExplicitHashKey, Data: f.Record.Data},
+			Reason:    f.Reason,
+			ErrorCode: f.ErrorCode,
+			Attempts:  f.Attempts,
+		})
+	}
+	return nil
+}
+
+// report adds what the producer did since the last report to the Beam metrics. Metrics are
+// updated here, on the bundle's goroutine, because the producer's goroutines outlive any
+// one bundle's context.
+func (fn *writeFn) report(ctx context.Context) {
+	fn.pending = 0
+	if fn.p == nil {
+		return
+	}
+	now := fn.p.Stats()
+	last := fn.reported
+	add := func(c beam.Counter, now, last int64) {
+		if d := now - last; d != 0 {
+			c.Inc(ctx, d)
+		}
+	}
+	add(writeUserRecords, now.UserRecords, last.UserRecords)
+	add(writeKinesisRecords, now.KinesisRecords, last.KinesisRecords)
+	add(writeBytes, now.Bytes, last.Bytes)
+	add(writeCalls, now.PutRecordsCalls, last.PutRecordsCalls)
+	add(writeThrottled, now.ThrottledEntries, last.ThrottledEntries)
+	add(writeRetries, now.Retries, last.Retries)
+	add(writeFailures, now.Failures, last.Failures)
+	add(writeWrongShard, now.WrongShard, last.WrongShard)
+	add(writeRerouted, now.Rerouted, last.Rerouted)
+	for _, size := range fn.p.AggregateSizes() {
+		writeAggregateSizes.Update(ctx, int64(size))
+	}
+	fn.reported = now
+}
