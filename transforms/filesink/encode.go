@@ -1,0 +1,30 @@
+package filesink
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+)
+
+func init() {
+	register.Function1x2(encodeJSON)
+}
+
+// EncodeJSON encodes each element of col with encoding/json into one line, a
+// PCollection<string> ready for Write, in the same windows and with the same timestamps.
+// encoding/json escapes line breaks inside strings, so a line never holds one. A value
+// encoding/json rejects (e.g. a NaN float, a channel) fails the bundle.
+func EncodeJSON(s beam.Scope, col beam.PCollection) beam.PCollection {
+	s = s.Scope("filesink.EncodeJSON")
+	return beam.ParDo(s, encodeJSON, col)
+}
+
+func encodeJSON(v beam.T) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("filesink: encoding %T as JSON: %w", v, err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,187 @@
+// Package filesink writes each window of a PCollection of lines as JSON-lines files in a
+// staging directory, so that a batch loader can pick up finished files while the pipeline
+// runs.
+//
+// A file appears complete or not at all, and a retried bundle never leaves a duplicate:
+// every (window, pane, shard) group has one deterministic final name; its lines are sorted
+// (so a retry writes identical bytes whatever order the runner delivers them in), written
+// to a hidden temporary file in the same directory (name starting with '.'), fsynced and
+// renamed over the final name, and the directory is fsynced. A retry therefore replaces the
+// file with identical content. Temporary files of attempts that crashed before their rename
+// are removed by the next successful attempt for the same final name; until then they are
+// hidden (loaders should ignore names starting with '.').
+//
+// The directory is a local path on the worker (os package). On a multi-worker runner it
+// must be a shared mount that supports atomic rename (e.g. NFS or a FUSE mount with rename
+// support), or each worker stages its own files.
+package filesink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+)
+
+func init() {
+	register.DoFn1x2[string, int, string](&shardFn{})
+	register.DoFn5x2[context.Context, beam.PaneInfo, beam.Window, int, func(*string) bool, string, error](&writeFn{})
+	register.Iter1[string]()
+}
+
+var (
+	filesWritten = beam.NewCounter("beamkinesis.filesink", "files")
+	linesWritten = beam.NewCounter("beamkinesis.filesink", "lines")
+)
+
+// Config configures Write. Only exported fields: it travels to workers inside the DoFns.
+type Config struct {
+	// Dir is the staging directory, created on the worker if missing. Required.
+	Dir string
+	// Prefix starts every file name; default "part". It may not contain a path separator
+	// or start with '.', which marks temporary files.
+	Prefix string
+	// Suffix ends every file name; default ".jsonl".
+	Suffix string
+	// Shards is the number of files per window and pane, default 1. Lines are assigned to
+	// shards by a hash of their content, so a window's lines are spread over at most
+	// Shards files, each written by one worker and held in its memory while written.
+	Shards int
+}
+
+// Write writes lines, a PCollection<string> of JSON-encoded values (one element per line,
+// without the trailing newline), to files in cfg.Dir, one file per window, pane and shard
+// that holds lines, named
+//
+//	<Prefix>-<window start>-<window end>-<shard>-of-<Shards>[-pane-<index>]<Suffix>
+//
+// for example part-20261130T140000.000Z-20261130T140100.000Z-00000-of-00001.jsonl, with
+// times in UTC. The global window's name is "global" in place of start and end. The pane
+// part appears only for panes after the first (late firings under allowed lateness, or
+// triggers); with the default trigger each window has exactly one pane. Each file holds
+// its lines sorted bytewise, each followed by '\n'.
+//
+// A window is written once the runner fires it, i.e. when the watermark passes its end
+// with the default trigger; on an unbounded input, window lines first (fixed windows), since
+// the global window never ends. Counters beamkinesis.filesink/files and /lines count what
+// was written (retried attempts included). Write returns a PCollection<string> of the paths of the files
+// written (cfg.Dir joined with the name), in the windows of their lines. A line holding
+// '\n' or '\r' fails the bundle: it would split into two JSON lines. Write panics at
+// construction if cfg is invalid.
+func Write(s beam.Scope, lines beam.PCollection, cfg Config) beam.PCollection {
+	s = s.Scope("filesink.Write")
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		panic(fmt.Sprintf("filesink.Write: %v", err))
+	}
+	keyed := beam.ParDo(s, &shardFn{Shards: cfg.Shards}, lines)
+	grouped := beam.GroupByKey(s, keyed)
+	return beam.ParDo(s, &writeFn{Dir: cfg.Dir, Prefix: cfg.Prefix, Suffix: cfg.Suffix, Shards: cfg.Shards}, grouped)
+}
+
+// withDefaults returns cfg with defaults applied, or why it is invalid.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Dir == "" {
+		return cfg, errors.New("Config.Dir is empty; set the staging directory")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "part"
+	}
+	if cfg.Suffix == "" {
+		cfg.Suffix = ".jsonl"
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = 1
+	}
+	if cfg.Shards < 0 {
+		return cfg, fmt.Errorf("Config.Shards is %d; want a positive number of files per window", cfg.Shards)
+	}
+	if strings.ContainsAny(cfg.Prefix+cfg.Suffix, `/\`) {
+		return cfg, fmt.Errorf("Config.Prefix %q and Suffix %q may not contain a path separator; put directories in Dir", cfg.Prefix, cfg.Suffix)
+	}
+	if strings.HasPrefix(cfg.Prefix, ".") {
+		return cfg, fmt.Errorf("Config.Prefix %q starts with '.', which marks temporary files", cfg.Prefix)
+	}
+	return cfg, nil
+}
+
+// shardFn keys a line by the shard of the file it goes to. The shard depends only on the
+// line, so a retried upstream bundle sends each line to the same file.
+type shardFn struct {
+	Shards int
+}
+
+func (fn *shardFn) ProcessElement(line string) (int, string) {
+	if fn.Shards <= 1 {
+		return 0, line
+	}
+	h := fnv.New32a()
+	h.Write([]byte(line))
+	return int(h.Sum32() % uint32(fn.Shards)), line
+}
+
+// writeFn writes one shard of one window pane to its file and returns the file's path.
+type writeFn struct {
+	Dir    string
+	Prefix string
+	Suffix string
+	Shards int
+}
+
+func (fn *writeFn) Setup() error {
+	if err := os.MkdirAll(fn.Dir, 0o755); err != nil {
+		return fmt.Errorf("filesink: creating staging directory: %w", err)
+	}
+	return nil
+}
+
+func (fn *writeFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, shard int, iter func(*string) bool) (string, error) {
+	var lines []string
+	var line string
+	for iter(&line) {
+		if i := strings.IndexAny(line, "\r\n"); i >= 0 {
+			return "", fmt.Errorf("filesink: line %.40q has a line break at byte %d; encode values so each is one line", line, i)
+		}
+		lines = append(lines, line)
+	}
+	slices.Sort(lines)
+	name := fileName(fn.Prefix, fn.Suffix, w, pane, shard, fn.Shards)
+	path := filepath.Join(fn.Dir, name)
+	if err := writeAtomic(fn.Dir, name, lines); err != nil {
+		return "", fmt.Errorf("filesink: writing %s: %w", path, err)
+	}
+	filesWritten.Inc(ctx, 1)
+	linesWritten.Inc(ctx, int64(len(lines)))
+	return path, nil
+}
+
+// timeLayout is a file-name-safe UTC time with milliseconds, which sorts as time sorts.
+const timeLayout = "20060102T150405.000Z"
+
+// fileName is the deterministic final name of one shard of one window pane.
+func fileName(prefix, suffix string, w typex.Window, pane typex.PaneInfo, shard, shards int) string {
+	var span string
+	switch w := w.(type) {
+	case window.IntervalWindow:
+		span = w.Start.ToTime().UTC().Format(timeLayout) + "-" + w.End.ToTime().UTC().Format(timeLayout)
+	case window.GlobalWindow:
+		span = "global"
+	default:
+		// Custom window types: their string form is deterministic for a given window.
+		span = strings.NewReplacer("/", "_", `\`, "_", " ", "_").Replace(fmt.Sprint(w))
+	}
+	name := fmt.Sprintf("%s-%s-%05d-of-%05d", prefix, span, shard, shards)
+	if pane.Index > 0 {
+		name += fmt.Sprintf("-pane-%d", pane.Index)
+	}
+	return name + suffix
+}
