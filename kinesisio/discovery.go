@@ -1,0 +1,345 @@
+package kinesisio
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+)
+
+// discoverySpec is the configuration of shard discovery. Its fields are exported because
+// Beam serialises DoFns as JSON.
+type discoverySpec struct {
+	Stream      string
+	Client      clientConfig
+	Retry       retryConfig
+	Start       startSpec
+	Interval    time.Duration
+	MaxReadTime time.Duration
+}
+
+func newDiscoverySpec(stream string, cfg config) discoverySpec {
+	return discoverySpec{
+		Stream:      stream,
+		Client:      cfg.client,
+		Retry:       cfg.retry,
+		Start:       cfg.read.start.spec(),
+		Interval:    cfg.read.describeShardInterval,
+		MaxReadTime: cfg.read.maxReadTime,
+	}
+}
+
+// endTimeMs is when a read that started at startMs ends: start + WithMaxReadTime, or never
+// (0) for Read without it. ReadBounded passes atStart to end at its start by default.
+func (s discoverySpec) endTimeMs(startMs int64, atStart bool) int64 {
+	switch {
+	case s.MaxReadTime > 0:
+		return startMs + s.MaxReadTime.Milliseconds()
+	case atStart:
+		return startMs
+	}
+	return 0
+}
+
+// listShards lists every shard the filter selects, following NextToken pages.
+func (s discoverySpec) listShards(ctx context.Context, client *kinesis.Client, filter *types.ShardFilter) ([]types.Shard, error) {
+	policy := backoff.Policy{Retries: s.Retry.NumRetries, Initial: s.Retry.RetryInterval, Max: s.Retry.MaxRetryInterval}
+	var shards []types.Shard
+	in := &kinesis.ListShardsInput{StreamName: aws.String(s.Stream), ShardFilter: filter}
+	for {
+		var out *kinesis.ListShardsOutput
+		err := backoff.Do(ctx, policy, func(ctx context.Context) error {
+			var err error
+			out, err = client.ListShards(ctx, in)
+			return err
+		}, func(attempt int, err error, class backoff.Class, wait time.Duration) {
+			log.Debugf(ctx, "kinesisio: ListShards on stream %s failed (%v, attempt %d): %v; retrying in %v", s.Stream, class, attempt, err, wait)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kinesisio: listing the shards of stream %s: %w", s.Stream, err)
+		}
+		shards = append(shards, out.Shards...)
+		if out.NextToken == nil {
+			break
+		}
+		// With a token, the service refuses the stream name and filter.
+		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+	sort.Slice(shards, func(i, j int) bool { return aws.ToString(shards[i].ShardId) < aws.ToString(shards[j].ShardId) })
+	return shards, nil
+}
+
+// discoveryRestriction is the state of unbounded shard discovery: the shards already emitted
+// (and still listed) and the time of the last poll. It is the checkpoint of discovery.
+type discoveryRestriction struct {
+	Shards []string
+	// LastPollMs is when the last completed poll started; 0 before the first.
+	LastPollMs int64
+	// ReadStartMs is when the first poll started: the read's start.
+	ReadStartMs int64
+	// EndTimeMs, when positive, ends discovery after the first poll that starts later.
+	EndTimeMs int64
+	// Done marks a finished discovery (the primary of a checkpoint, or after the last poll).
+	Done bool
+}
+
+// pollClaim claims one ListShards poll that started at StartMs and listed Listed.
+type pollClaim struct {
+	StartMs     int64
+	Listed      []string
+	ReadStartMs int64
+	EndTimeMs   int64
+}
+
+// discoveryTracker tracks polls. Like shardTracker it only splits at fraction 0.
+type discoveryTracker struct {
+	rest         discoveryRestriction
+	polled       bool
+	checkpointed bool
+	err          error
+}
+
+// TryClaim claims a pollClaim; false means discovery is over (or the claim is invalid).
+func (t *discoveryTracker) TryClaim(pos any) bool {
+	c, ok := pos.(pollClaim)
+	if !ok {
+		t.err = fmt.Errorf("kinesisio: discovery tracker cannot claim %T", pos)
+		return false
+	}
+	if t.err != nil {
+		return false
+	}
+	if t.IsDone() {
+		t.err = fmt.Errorf("kinesisio: discovery poll claimed after discovery was done")
+		return false
+	}
+	if c.StartMs < t.rest.LastPollMs {
+		t.err = fmt.Errorf("kinesisio: discovery poll at %d claimed after the poll at %d", c.StartMs, t.rest.LastPollMs)
+		return false
+	}
+	if t.rest.ReadStartMs == 0 {
+		t.rest.ReadStartMs, t.rest.EndTimeMs = c.ReadStartMs, c.EndTimeMs
+	}
+	t.rest.Shards = slices.Clone(c.Listed)
+	t.rest.LastPollMs = c.StartMs
+	t.polled = true
+	if t.rest.EndTimeMs > 0 && c.StartMs > t.rest.EndTimeMs {
+		// Every shard that existed by the end time is in this listing.
+		t.rest.Done = true
+	}
+	return true
+}
+
+// GetError returns the error that made a claim fail, if any.
+func (t *discoveryTracker) GetError() error { return t.err }
+
+// IsDone says discovery has nothing left to do.
+func (t *discoveryTracker) IsDone() bool { return t.err == nil && (t.rest.Done || t.checkpointed) }
+
+// IsBounded says whether discovery ends by itself.
+func (t *discoveryTracker) IsBounded() bool { return t.rest.Done || t.rest.EndTimeMs > 0 }
+
+// GetRestriction returns the discovery state.
+func (t *discoveryTracker) GetRestriction() any { return t.rest }
+
+// GetProgress reports whether a poll has completed in this call.
+func (t *discoveryTracker) GetProgress() (done, remaining float64) {
+	if t.polled {
+		done = 1
+	}
+	if !t.IsDone() {
+		remaining = 1
+	}
+	return done, remaining
+}
+
+// TrySplit checkpoints at fraction 0 (the residual continues polling from the current
+// state) and refuses every other split.
+func (t *discoveryTracker) TrySplit(fraction float64) (primary, residual any, err error) {
+	if t.err != nil || t.IsDone() || fraction != 0 {
+		return t.rest, nil, nil
+	}
+	res := t.rest
+	res.Shards = slices.Clone(t.rest.Shards)
+	prim := t.rest
+	prim.Done = true
+	t.rest = prim
+	t.checkpointed = true
+	return prim, res, nil
+}
+
+// discoverFn is the unbounded shard discovery of Read: a splittable DoFn over the Impulse
+// that lists the stream's shards every Interval and emits each shard once. A shard first
+// seen by poll N is emitted with the start time of poll N-1 as its event time (it did not
+// exist then), and discovery's watermark is the start time of the last completed poll, so
+// the read's watermark never passes data in a shard that has not started yet.
+type discoverFn struct {
+	Spec discoverySpec
+
+	client *kinesis.Client
+}
+
+// Setup creates the Kinesis client.
+func (fn *discoverFn) Setup(ctx context.Context) error {
+	if fn.client != nil {
+		return nil
+	}
+	c, err := newClient(ctx, fn.Spec.Client)
+	if err != nil {
+		return err
+	}
+	fn.client = c
+	return nil
+}
+
+// CreateInitialRestriction starts with no shard emitted.
+func (fn *discoverFn) CreateInitialRestriction(_ []byte) discoveryRestriction {
+	return discoveryRestriction{}
+}
+
+// SplitRestriction never splits: there is one discovery per read.
+func (fn *discoverFn) SplitRestriction(_ []byte, r discoveryRestriction) []discoveryRestriction {
+	return []discoveryRestriction{r}
+}
+
+// RestrictionSize is nominal.
+func (fn *discoverFn) RestrictionSize(_ []byte, r discoveryRestriction) float64 {
+	if r.Done {
+		return 0
+	}
+	return 1
+}
+
+// CreateTracker wraps a discoveryTracker in a lock.
+func (fn *discoverFn) CreateTracker(r discoveryRestriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(&discoveryTracker{rest: r})
+}
+
+// TruncateRestriction ends discovery on drain.
+func (fn *discoverFn) TruncateRestriction(_ *sdf.LockRTracker, _ []byte) discoveryRestriction {
+	return discoveryRestriction{Done: true}
+}
+
+// InitialWatermarkEstimatorState starts at the Impulse's timestamp.
+func (fn *discoverFn) InitialWatermarkEstimatorState(et beam.EventTime, _ discoveryRestriction, _ []byte) int64 {
+	return et.Milliseconds()
+}
+
+// CreateWatermarkEstimator restores the watermark.
+func (fn *discoverFn) CreateWatermarkEstimator(ms int64) *watermarkEstimator {
+	return newWatermarkEstimator(ms)
+}
+
+// WatermarkEstimatorState saves the watermark.
+func (fn *discoverFn) WatermarkEstimatorState(e *watermarkEstimator) int64 {
+	return e.stateMs()
+}
+
+// ProcessElement polls ListShards once and emits the shards not seen before.
+func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, _ []byte, emit func(beam.EventTime, shardDescriptor)) (sdf.ProcessContinuation, error) {
+	if err := fn.Setup(ctx); err != nil {
+		return nil, err
+	}
+	rest := rt.GetRestriction().(discoveryRestriction)
+	if rest.Done {
+		return sdf.StopProcessing(), nil
+	}
+	pollStart := time.Now().UnixMilli()
+	readStart, endTime := rest.ReadStartMs, rest.EndTimeMs
+	if readStart == 0 {
+		readStart, endTime = pollStart, fn.Spec.endTimeMs(pollStart, false)
+	}
+	shards, err := fn.Spec.listShards(ctx, fn.client, fn.Spec.Start.listFilter(readStart))
+	if err != nil {
+		if backoff.Classify(err) != backoff.Fatal {
+			// The watermark stays where it is until a poll succeeds.
+			log.Warnf(ctx, "%v; polling again in %v", err, fn.Spec.Interval)
+			return sdf.ResumeProcessingIn(fn.Spec.Interval), nil
+		}
+		return nil, err
+	}
+	listed := make([]string, len(shards))
+	for i, s := range shards {
+		listed[i] = aws.ToString(s.ShardId)
+	}
+	if !rt.TryClaim(pollClaim{StartMs: pollStart, Listed: listed, ReadStartMs: readStart, EndTimeMs: endTime}) {
+		return sdf.StopProcessing(), rt.GetError()
+	}
+	eventTime := mtime.MinTimestamp
+	if rest.LastPollMs > 0 {
+		eventTime = mtime.FromMilliseconds(rest.LastPollMs)
+	}
+	known := make(map[string]bool, len(rest.Shards))
+	for _, id := range rest.Shards {
+		known[id] = true
+	}
+	for _, s := range shards {
+		if known[aws.ToString(s.ShardId)] {
+			continue
+		}
+		d := newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, readStart, endTime)
+		if rest.LastPollMs > 0 {
+			log.Infof(ctx, "kinesisio: found new %v (parents %q, %q)", d, d.ParentShardID, d.AdjacentParentShardID)
+		}
+		shardsDiscovered.Inc(ctx, 1)
+		emit(eventTime, d)
+	}
+	we.advanceMs(pollStart)
+	if rt.IsDone() {
+		log.Infof(ctx, "kinesisio: shard discovery of stream %s has reached the end of the read", fn.Spec.Stream)
+		return sdf.StopProcessing(), nil
+	}
+	return sdf.ResumeProcessingIn(fn.Spec.Interval), nil
+}
+
+// discoverBoundedFn is the one-shot shard discovery of ReadBounded: it lists every shard
+// within retention (closed parents and their children alike) once and emits them all, with
+// the read's end fixed at the time of the listing (plus WithMaxReadTime).
+type discoverBoundedFn struct {
+	Spec discoverySpec
+
+	client *kinesis.Client
+}
+
+// Setup creates the Kinesis client.
+func (fn *discoverBoundedFn) Setup(ctx context.Context) error {
+	if fn.client != nil {
+		return nil
+	}
+	c, err := newClient(ctx, fn.Spec.Client)
+	if err != nil {
+		return err
+	}
+	fn.client = c
+	return nil
+}
+
+// ProcessElement lists the shards and emits one descriptor per shard.
+func (fn *discoverBoundedFn) ProcessElement(ctx context.Context, _ []byte, emit func(shardDescriptor)) error {
+	if err := fn.Setup(ctx); err != nil {
+		return err
+	}
+	start := time.Now().UnixMilli()
+	end := fn.Spec.endTimeMs(start, true)
+	shards, err := fn.Spec.listShards(ctx, fn.client, fn.Spec.Start.listFilter(start))
+	if err != nil {
+		return err
+	}
+	for _, s := range shards {
+		shardsDiscovered.Inc(ctx, 1)
+		emit(newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, start, end))
+	}
+	log.Infof(ctx, "kinesisio: reading %d shards of stream %s up to %s", len(shards), fn.Spec.Stream, time.UnixMilli(end).UTC().Format(time.RFC3339Nano))
+	return nil
+}

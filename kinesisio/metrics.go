@@ -1,0 +1,22 @@
+package kinesisio
+
+import "github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+// metricsNamespace is the Beam metrics namespace of every kinesisio metric.
+const metricsNamespace = "kinesisio"
+
+// Read metrics. Counters are added once per GetRecords response, not per record.
+var (
+	recordsRead          = beam.NewCounter(metricsNamespace, "records")
+	bytesRead            = beam.NewCounter(metricsNamespace, "bytes")
+	getRecordsCalls      = beam.NewCounter(metricsNamespace, "getrecords_calls")
+	readThrottles        = beam.NewCounter(metricsNamespace, "throttles")
+	readRetries          = beam.NewCounter(metricsNamespace, "retries")
+	expiredIterators     = beam.NewCounter(metricsNamespace, "expired_iterators")
+	aggregatesPassed     = beam.NewCounter(metricsNamespace, "aggregates_passed_through")
+	aggregatesOutOfRange = beam.NewCounter(metricsNamespace, "aggregates_outside_shard")
+	dataLossSkips        = beam.NewCounter(metricsNamespace, "data_loss_skips")
+	shardsDiscovered     = beam.NewCounter(metricsNamespace, "shards_discovered")
+	millisBehindLatest   = beam.NewGauge(metricsNamespace, "millis_behind_latest")
+	recordsPerCall       = beam.NewDistribution(metricsNamespace, "records_per_getrecords")
+)

@@ -1,0 +1,188 @@
+package kinesisio
+
+import (
+	"context"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+)
+
+func init() {
+	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, []byte, func(beam.EventTime, shardDescriptor), sdf.ProcessContinuation, error](&discoverFn{})
+	register.DoFn3x1[context.Context, []byte, func(shardDescriptor), error](&discoverBoundedFn{})
+	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), sdf.ProcessContinuation, error](&readFn{})
+	register.DoFn4x1[context.Context, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), error](&readBoundedFn{})
+	register.Emitter2[beam.EventTime, shardDescriptor]()
+	register.Emitter1[shardDescriptor]()
+	register.Emitter2[beam.EventTime, Record]()
+	beam.RegisterType(reflect.TypeOf((*shardDescriptor)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*shardRestriction)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*discoveryRestriction)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*readSpec)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*discoverySpec)(nil)).Elem())
+}
+
+// Read reads stream as an unbounded PCollection of Record.
+//
+// It lists the stream's shards when it starts and every WithDescribeShardInterval after, so
+// shards created by SplitShard, MergeShards or UpdateShardCount are read as they appear, each
+// exactly once. Every shard is read by a splittable DoFn that checkpoints after
+// WithMaxRecordsPerFetch records or WithMaxFetchTime, and whose checkpoint is the position of
+// the last record it emitted. Event times are arrival times unless a watermark policy option
+// says otherwise; idle shards advance their watermark after WithIdleThreshold.
+//
+// Reading starts at WithStartingPosition (Latest by default) and never ends unless
+// WithMaxReadTime is given. Client options say how to reach Kinesis; a bad option panics.
+func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
+	s = s.Scope("kinesisio.Read")
+	validateStreamName("kinesisio.Read", stream)
+	cfg := buildConfig("kinesisio.Read", dirRead, opts)
+	shards := beam.ParDo(s, &discoverFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
+	shards = beam.Reshuffle(s, shards)
+	return beam.ParDo(s, &readFn{Spec: newReadSpec(stream, cfg)}, shards)
+}
+
+// ReadBounded reads stream as a bounded PCollection of Record: every record, in every shard
+// within retention (closed parents and their children alike), from WithStartingPosition
+// (Latest by default, which reads nothing: pass TrimHorizon or AtTimestamp for a backfill)
+// up to the records that arrived before the read started, or WithMaxReadTime after it. It
+// stops earlier per shard with WithMaxRecords. It is the batch and backfill mode.
+func ReadBounded(s beam.Scope, stream string, opts ...Option) beam.PCollection {
+	s = s.Scope("kinesisio.ReadBounded")
+	validateStreamName("kinesisio.ReadBounded", stream)
+	cfg := buildConfig("kinesisio.ReadBounded", dirRead, opts)
+	shards := beam.ParDo(s, &discoverBoundedFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
+	shards = beam.Reshuffle(s, shards)
+	return beam.ParDo(s, &readBoundedFn{Spec: newReadSpec(stream, cfg)}, shards)
+}
+
+// readFn reads one shard as an unbounded splittable DoFn.
+type readFn struct {
+	Spec readSpec
+
+	reader *shardReader
+}
+
+// Setup creates the Kinesis client.
+func (fn *readFn) Setup(ctx context.Context) error {
+	if fn.reader != nil {
+		return nil
+	}
+	r, err := newShardReader(ctx, fn.Spec)
+	if err != nil {
+		return err
+	}
+	fn.reader = r
+	return nil
+}
+
+// CreateInitialRestriction covers the whole shard from its start position.
+func (fn *readFn) CreateInitialRestriction(d shardDescriptor) shardRestriction {
+	return initialRestriction(d, fn.Spec.MaxRecords)
+}
+
+// SplitRestriction never splits: a shard is read by one reader at a time.
+func (fn *readFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []shardRestriction {
+	return []shardRestriction{r}
+}
+
+// RestrictionSize is nominal: the backlog of a shard is unknown until it is read.
+func (fn *readFn) RestrictionSize(_ shardDescriptor, r shardRestriction) float64 {
+	return restrictionSize(r)
+}
+
+// CreateTracker wraps a shardTracker in a lock.
+func (fn *readFn) CreateTracker(r shardRestriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(newShardTracker(r))
+}
+
+// TruncateRestriction stops the shard on drain.
+func (fn *readFn) TruncateRestriction(_ *sdf.LockRTracker, _ shardDescriptor) shardRestriction {
+	return shardRestriction{Empty: true}
+}
+
+// InitialWatermarkEstimatorState starts at the descriptor's event time: for a shard found
+// while the read runs, the last poll before it existed.
+func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ shardRestriction, _ shardDescriptor) int64 {
+	return et.Milliseconds()
+}
+
+// CreateWatermarkEstimator restores the shard's watermark.
+func (fn *readFn) CreateWatermarkEstimator(ms int64) *watermarkEstimator {
+	return newWatermarkEstimator(ms)
+}
+
+// WatermarkEstimatorState saves the shard's watermark.
+func (fn *readFn) WatermarkEstimatorState(e *watermarkEstimator) int64 {
+	return e.stateMs()
+}
+
+// ProcessElement reads the shard until its restriction ends or it is time to checkpoint.
+func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
+	if err := fn.Setup(ctx); err != nil {
+		return nil, err
+	}
+	return fn.reader.process(ctx, we, rt, d, emit)
+}
+
+// readBoundedFn reads one shard as a bounded splittable DoFn: without a ProcessContinuation,
+// so that Beam treats its output as bounded. It reads each shard to its end in one call.
+type readBoundedFn struct {
+	Spec readSpec
+
+	reader *shardReader
+}
+
+// Setup creates the Kinesis client.
+func (fn *readBoundedFn) Setup(ctx context.Context) error {
+	if fn.reader != nil {
+		return nil
+	}
+	r, err := newShardReader(ctx, fn.Spec)
+	if err != nil {
+		return err
+	}
+	fn.reader = r
+	return nil
+}
+
+// CreateInitialRestriction covers the shard from its start position to the read's end.
+func (fn *readBoundedFn) CreateInitialRestriction(d shardDescriptor) shardRestriction {
+	return initialRestriction(d, fn.Spec.MaxRecords)
+}
+
+// SplitRestriction never splits.
+func (fn *readBoundedFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []shardRestriction {
+	return []shardRestriction{r}
+}
+
+// RestrictionSize is nominal.
+func (fn *readBoundedFn) RestrictionSize(_ shardDescriptor, r shardRestriction) float64 {
+	return restrictionSize(r)
+}
+
+// CreateTracker wraps a shardTracker in a lock.
+func (fn *readBoundedFn) CreateTracker(r shardRestriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(newShardTracker(r))
+}
+
+// ProcessElement reads the shard to the end of the read.
+func (fn *readBoundedFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) error {
+	if err := fn.Setup(ctx); err != nil {
+		return err
+	}
+	_, err := fn.reader.process(ctx, nil, rt, d, emit)
+	return err
+}
+
+func restrictionSize(r shardRestriction) float64 {
+	switch {
+	case r.Empty:
+		return 0
+	case r.MaxRecords > 0:
+		return float64(r.MaxRecords - r.Claimed)
+	}
+	return 1
+}

@@ -1,0 +1,330 @@
+package kinesisio
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime"
+)
+
+// Watermark policies. The values travel inside DoFns.
+const (
+	watermarkArrivalTime int64 = iota
+	watermarkProcessingTime
+	watermarkCustom
+)
+
+// maxGetRecordsLimit is the largest Limit GetRecords accepts.
+const maxGetRecordsLimit = 10000
+
+// readConfig holds the options of Read and ReadBounded.
+//
+// The Spark Kinesis connectors' source options map to these options:
+//
+//	streamName                                   the stream argument of Read / ReadBounded
+//	endpointUrl                                  WithEndpoint
+//	region                                       WithRegion
+//	awsAccessKeyId, awsSecretKey                 WithStaticCredentials (+ WithSessionToken)
+//	awsSTSRoleARN, awsSTSSessionName             WithAssumeRole
+//	awsUseInstanceProfile                        the default (the SDK's default credential chain)
+//	startingPosition                             WithStartingPosition, ParseStartingPosition
+//	failOnDataLoss                               WithFailOnDataLoss
+//	kinesis.executor.maxFetchTimeInMs            WithMaxFetchTime
+//	kinesis.executor.maxFetchRecordsPerShard     WithMaxRecordsPerFetch
+//	kinesis.executor.maxRecordPerRead            WithMaxRecordsPerRead
+//	kinesis.executor.addIdleTimeBetweenReads,
+//	kinesis.executor.idleTimeBetweenReadsInMs    WithIdleTimeBetweenReads
+//	kinesis.client.describeShardInterval         WithDescribeShardInterval
+//	kinesis.client.numRetries, retryIntervalMs,
+//	kinesis.client.maxRetryIntervalMs            WithRetries
+type readConfig struct {
+	start                 StartingPosition
+	failOnDataLoss        bool
+	maxFetchTime          time.Duration
+	maxRecordsPerFetch    int64
+	maxRecordsPerRead     int32
+	idleTimeBetweenReads  time.Duration
+	pollInterval          time.Duration
+	describeShardInterval time.Duration
+	watermarkPolicy       int64
+	timestampFn           EventTimeFn
+	idleThreshold         time.Duration
+	deaggregate           bool
+	maxRecords            int64
+	maxReadTime           time.Duration
+}
+
+// The defaults follow the Spark connectors' seeds where they have one.
+func defaultReadConfig() readConfig {
+	return readConfig{
+		start:                 Latest(),
+		failOnDataLoss:        true,
+		maxFetchTime:          time.Second,
+		maxRecordsPerFetch:    100000,
+		maxRecordsPerRead:     maxGetRecordsLimit,
+		pollInterval:          time.Second,
+		describeShardInterval: time.Second,
+		watermarkPolicy:       watermarkArrivalTime,
+		idleThreshold:         5 * time.Second,
+		deaggregate:           true,
+	}
+}
+
+func (r *readConfig) validate() error {
+	if err := r.start.validate(); err != nil {
+		return fmt.Errorf("option WithStartingPosition: %w", err)
+	}
+	return nil
+}
+
+// EventTimeFn assigns event times to records under WithCustomWatermarkPolicy. The watermark
+// of a shard is the largest event time it has assigned, advanced to now minus the idle
+// threshold while the shard is idle. Implementations are serialised with the pipeline as
+// JSON, so their configuration must be in exported fields, and their type must be
+// registered with beam.RegisterType.
+type EventTimeFn interface {
+	EventTime(r Record) time.Time
+}
+
+// WithStartingPosition sets where each shard is first read from: Latest() (the default, as in
+// the Spark connectors), TrimHorizon()/Earliest(), AtTimestamp(t) or ShardPositions(...).
+// ParseStartingPosition reads the Spark connectors' string and JSON forms.
+func WithStartingPosition(p StartingPosition) Option {
+	return Option{name: "WithStartingPosition", dirs: dirRead, apply: func(c *config) error {
+		if err := p.validate(); err != nil {
+			return err
+		}
+		c.read.start = p
+		return nil
+	}}
+}
+
+// WithFailOnDataLoss says what to do when a shard's starting or resume position has already
+// been trimmed by the stream's retention: fail the read with an error naming the shard and
+// position (true, the default) or continue from the oldest retained record, counting the
+// event in the kinesisio/data_loss_skips metric and logging it (false).
+func WithFailOnDataLoss(fail bool) Option {
+	return Option{name: "WithFailOnDataLoss", dirs: dirRead, apply: func(c *config) error {
+		c.read.failOnDataLoss = fail
+		return nil
+	}}
+}
+
+// WithMaxFetchTime bounds how long one shard is read before the reader checkpoints and
+// yields to the runner (default 1s; the Spark connectors' maxFetchTimeInMs). Short times
+// checkpoint more often; long ones hold a worker thread longer.
+func WithMaxFetchTime(d time.Duration) Option {
+	return Option{name: "WithMaxFetchTime", dirs: dirRead, apply: func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("the fetch time %v must be positive", d)
+		}
+		c.read.maxFetchTime = d
+		return nil
+	}}
+}
+
+// WithMaxRecordsPerFetch bounds how many records one shard emits before the reader
+// checkpoints and yields to the runner (default 100000; the Spark connectors'
+// maxFetchRecordsPerShard).
+func WithMaxRecordsPerFetch(n int) Option {
+	return Option{name: "WithMaxRecordsPerFetch", dirs: dirRead, apply: func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("the record count %d must be positive", n)
+		}
+		c.read.maxRecordsPerFetch = int64(n)
+		return nil
+	}}
+}
+
+// WithMaxRecordsPerRead sets the Limit of each GetRecords call, 1 to 10000 (default 10000;
+// the Spark connectors' maxRecordPerRead).
+func WithMaxRecordsPerRead(n int) Option {
+	return Option{name: "WithMaxRecordsPerRead", dirs: dirRead, apply: func(c *config) error {
+		if n < 1 || n > maxGetRecordsLimit {
+			return fmt.Errorf("the limit %d is outside 1..%d, the range GetRecords accepts", n, maxGetRecordsLimit)
+		}
+		c.read.maxRecordsPerRead = int32(n)
+		return nil
+	}}
+}
+
+// WithIdleTimeBetweenReads makes a shard reader wait at least d between two GetRecords calls
+// even when records keep coming (the Spark connectors' addIdleTimeBetweenReads and
+// idleTimeBetweenReadsInMs), e.g. to leave read capacity to other consumers. Off by default.
+func WithIdleTimeBetweenReads(d time.Duration) Option {
+	return Option{name: "WithIdleTimeBetweenReads", dirs: dirRead, apply: func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("the idle time %v is negative", d)
+		}
+		c.read.idleTimeBetweenReads = d
+		return nil
+	}}
+}
+
+// WithPollInterval sets how long a shard that has no new records waits before it polls
+// again (default 1s). Kinesis allows 5 GetRecords calls per second per shard, shared by all
+// consumers of the stream.
+func WithPollInterval(d time.Duration) Option {
+	return Option{name: "WithPollInterval", dirs: dirRead, apply: func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("the poll interval %v must be positive", d)
+		}
+		c.read.pollInterval = d
+		return nil
+	}}
+}
+
+// WithDescribeShardInterval sets how often Read lists the stream's shards to find shards
+// created by resharding (default 1s; the Spark connectors' describeShardInterval).
+func WithDescribeShardInterval(d time.Duration) Option {
+	return Option{name: "WithDescribeShardInterval", dirs: dirRead, apply: func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("the interval %v must be positive", d)
+		}
+		c.read.describeShardInterval = d
+		return nil
+	}}
+}
+
+// WithArrivalTimeWatermarkPolicy makes each record's event time its approximate arrival
+// timestamp, and a shard's watermark the latest arrival time it has read. This is the
+// default.
+func WithArrivalTimeWatermarkPolicy() Option {
+	return Option{name: "WithArrivalTimeWatermarkPolicy", dirs: dirRead, apply: func(c *config) error {
+		c.read.watermarkPolicy, c.read.timestampFn = watermarkArrivalTime, nil
+		return nil
+	}}
+}
+
+// WithProcessingTimeWatermarkPolicy makes each record's event time the time it is read, and
+// the watermark the time of the last successful GetRecords call.
+func WithProcessingTimeWatermarkPolicy() Option {
+	return Option{name: "WithProcessingTimeWatermarkPolicy", dirs: dirRead, apply: func(c *config) error {
+		c.read.watermarkPolicy, c.read.timestampFn = watermarkProcessingTime, nil
+		return nil
+	}}
+}
+
+// WithCustomWatermarkPolicy makes fn assign each record's event time; a shard's watermark is
+// the largest event time fn has returned for it. fn's type must be registered with
+// beam.RegisterType and its state JSON-serialisable.
+func WithCustomWatermarkPolicy(fn EventTimeFn) Option {
+	return Option{name: "WithCustomWatermarkPolicy", dirs: dirRead, apply: func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("the EventTimeFn is nil")
+		}
+		if _, err := encodeEventTimeFn(fn); err != nil {
+			return err
+		}
+		c.read.watermarkPolicy, c.read.timestampFn = watermarkCustom, fn
+		return nil
+	}}
+}
+
+// WithIdleThreshold sets how long a shard must have been caught up with no new records
+// (GetRecords returning nothing with MillisBehindLatest 0) before its watermark advances on
+// its own, to the time of the last poll minus d (default 5s). Without this, one idle shard
+// would hold back every event-time window downstream. The watermark never advances while
+// reads fail.
+func WithIdleThreshold(d time.Duration) Option {
+	return Option{name: "WithIdleThreshold", dirs: dirRead, apply: func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("the idle threshold %v must be positive", d)
+		}
+		c.read.idleThreshold = d
+		return nil
+	}}
+}
+
+// WithDeaggregation turns splitting of KPL-aggregated records into their user records on
+// (the default) or off. With it on, a record that looks like an aggregate but fails its
+// checksum or does not parse is passed through whole, as the KCL does, and counted; an
+// aggregate holding user records outside its shard's hash range is dropped and counted.
+func WithDeaggregation(on bool) Option {
+	return Option{name: "WithDeaggregation", dirs: dirRead, apply: func(c *config) error {
+		c.read.deaggregate = on
+		return nil
+	}}
+}
+
+// WithMaxRecords stops reading each shard after n user records (for tests and bounded
+// backfills). A shard's children are separate shards with their own count. Read keeps
+// discovering new shards until WithMaxReadTime ends it; use both to end a streaming read.
+func WithMaxRecords(n int64) Option {
+	return Option{name: "WithMaxRecords", dirs: dirRead, apply: func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("the record count %d must be positive", n)
+		}
+		c.read.maxRecords = n
+		return nil
+	}}
+}
+
+// WithMaxReadTime ends the read once it has read every record that arrived within d of the
+// read's start: each shard stops at its first record that arrived later, or when it is caught
+// up past that time, and discovery stops looking for new shards. This makes a streaming Read
+// finish, with output that depends only on the records' arrival times.
+func WithMaxReadTime(d time.Duration) Option {
+	return Option{name: "WithMaxReadTime", dirs: dirRead, apply: func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("the read time %v must be positive", d)
+		}
+		c.read.maxReadTime = d
+		return nil
+	}}
+}
+
+// eventTimeSpec is an EventTimeFn in a form that travels with a DoFn: its registered type
+// key and its JSON encoding.
+type eventTimeSpec struct {
+	Type string
+	JSON string
+}
+
+func encodeEventTimeFn(fn EventTimeFn) (eventTimeSpec, error) {
+	t := reflect.TypeOf(fn)
+	elem := t
+	if elem.Kind() == reflect.Pointer {
+		elem = elem.Elem()
+	}
+	key, ok := runtime.TypeKey(elem)
+	if !ok {
+		return eventTimeSpec{}, fmt.Errorf("type %v has no name; use a named struct type", t)
+	}
+	if _, ok := runtime.LookupType(key); !ok {
+		return eventTimeSpec{}, fmt.Errorf("type %v is not registered; call beam.RegisterType(reflect.TypeOf((*%s)(nil)).Elem()) in an init function", elem, elem.Name())
+	}
+	b, err := json.Marshal(fn)
+	if err != nil {
+		return eventTimeSpec{}, fmt.Errorf("type %v does not serialise as JSON: %w", t, err)
+	}
+	if t.Kind() == reflect.Pointer {
+		key = "*" + key
+	}
+	return eventTimeSpec{Type: key, JSON: string(b)}, nil
+}
+
+func (s eventTimeSpec) decode() (EventTimeFn, error) {
+	key, ptr := s.Type, false
+	if len(key) > 0 && key[0] == '*' {
+		key, ptr = key[1:], true
+	}
+	t, ok := runtime.LookupType(key)
+	if !ok {
+		return nil, fmt.Errorf("kinesisio: event time function type %s is not registered in this binary", key)
+	}
+	v := reflect.New(t)
+	if err := json.Unmarshal([]byte(s.JSON), v.Interface()); err != nil {
+		return nil, fmt.Errorf("kinesisio: decoding event time function %s: %w", key, err)
+	}
+	if !ptr {
+		v = v.Elem()
+	}
+	fn, ok := v.Interface().(EventTimeFn)
+	if !ok {
+		return nil, fmt.Errorf("kinesisio: type %s does not implement EventTimeFn", s.Type)
+	}
+	return fn, nil
+}

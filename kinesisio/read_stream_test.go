@@ -1,0 +1,165 @@
+package kinesisio
+
+import (
+	"context"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+// withExperiments runs f with --experiments set to exps, restoring the flag afterwards.
+func withExperiments(exps string, f func()) {
+	old := *jobopts.Experiments
+	*jobopts.Experiments = exps
+	defer func() { *jobopts.Experiments = old }()
+	f()
+}
+
+// waitFor polls cond (every 5ms, up to 30s): the test waits for an observable effect of
+// the pipeline, such as the reader's first GetRecords call.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Errorf("timed out waiting for %s", what)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func listShards(t *testing.T, client *kinesis.Client, stream string) map[string]types.Shard {
+	t.Helper()
+	out, err := client.ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]types.Shard{}
+	for _, s := range out.Shards {
+		m[aws.ToString(s.ShardId)] = s
+	}
+	return m
+}
+
+func TestReadFollowsSplitAndMergeReadingEveryRecordOnce(t *testing.T) {
+	const stream = "reshard"
+	srv := startServer(t, stream, 3)
+	client := srv.Client()
+	aggs := map[string][]kpl.UserRecord{}
+	write := func(prefix string) {
+		w := newWorkload(t, prefix, 300, 20, 5)
+		for k, v := range w.aggregates {
+			aggs[k] = v
+		}
+		putAll(t, client, stream, w.entries)
+	}
+	write("before")
+
+	const readTime = 5 * time.Second
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(readTime),
+		WithDescribeShardInterval(100*time.Millisecond), WithPollInterval(50*time.Millisecond),
+		WithMaxFetchTime(200*time.Millisecond))...)
+	sink := collect(s, t.Name(), recs)
+
+	// The records' sequence numbers and arrival times are only known once the writes are
+	// done, while the read runs; so the output is collected in-process and compared after.
+	t0 := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitFor(t, "the read to start", func() bool { return srv.CallCount("GetRecords") > 0 })
+		write("during1")
+		parent := "shardId-000000000000"
+		sh := listShards(t, client, stream)[parent]
+		lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		if _, err := client.SplitShard(context.Background(), &kinesis.SplitShardInput{
+			StreamName: aws.String(stream), ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String(mid.String()),
+		}); err != nil {
+			t.Errorf("SplitShard: %v", err)
+			return
+		}
+		write("during2")
+		if _, err := client.MergeShards(context.Background(), &kinesis.MergeShardsInput{
+			StreamName: aws.String(stream), ShardToMerge: aws.String("shardId-000000000001"), AdjacentShardToMerge: aws.String("shardId-000000000002"),
+		}); err != nil {
+			t.Errorf("MergeShards: %v", err)
+			return
+		}
+		write("during3")
+	}()
+	err := ptest.Run(p)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := expected(t, srv, stream, aggs, nil)
+	stored, _ := srv.StreamRecords(stream)
+	var last time.Time
+	shardsWithData := map[string]bool{}
+	for _, r := range stored {
+		if r.ArrivalTime.After(last) {
+			last = r.ArrivalTime
+		}
+		shardsWithData[r.ShardID] = true
+	}
+	if !last.Before(t0.Add(readTime)) {
+		t.Fatalf("the writes ended at %v, after the read's earliest end %v; the test cannot tell what the read must return", last, t0.Add(readTime))
+	}
+	for _, id := range []string{"shardId-000000000003", "shardId-000000000004", "shardId-000000000005"} {
+		if !shardsWithData[id] {
+			t.Fatalf("child shard %s got no records; the workload does not exercise it", id)
+		}
+	}
+	assertSameRecords(t, sink.get(), want)
+
+}
+
+// TestReadLatestReadsOnlyRecordsWrittenAfterTheStart starts at LATEST with records already in
+// the stream, checkpoints many times before the first new record arrives, and must return
+// exactly the records written after the read began.
+func TestReadLatestReadsOnlyRecordsWrittenAfterTheStart(t *testing.T) {
+	const stream = "latest"
+	srv := startServer(t, stream, 2)
+	client := srv.Client()
+	putAll(t, client, stream, newWorkload(t, "old", 50, 0, 0).entries)
+	oldCount := len(expected(t, srv, stream, nil, nil))
+
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, stream, connect(srv, WithMaxReadTime(2*time.Second), WithPollInterval(20*time.Millisecond),
+		WithDescribeShardInterval(100*time.Millisecond))...)
+	sink := collect(s, t.Name(), recs)
+	w := newWorkload(t, "new", 50, 5, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Let every shard checkpoint at least a few times with nothing read.
+		waitFor(t, "the readers to poll", func() bool { return srv.CallCount("GetRecords") >= 10 })
+		putAll(t, client, stream, w.entries)
+	}()
+	err := ptest.Run(p)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := expected(t, srv, stream, w.aggregates, nil)
+	if len(all) != oldCount+70 {
+		t.Fatalf("stream holds %d records, want %d", len(all), oldCount+70)
+	}
+	want := expected(t, srv, stream, w.aggregates, func(r kinesistest.StoredRecord) bool { return string(r.Data[:min(3, len(r.Data))]) != "old" })
+	assertSameRecords(t, sink.get(), want)
+}

@@ -1,0 +1,481 @@
+package kinesisio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+)
+
+// minRetention is the shortest retention Kinesis allows. A position verified (read, or
+// caught up past) less than minRetention minus a margin ago cannot have been trimmed, so
+// only older or user-given positions are checked against the trim horizon.
+const (
+	minRetention    = 24 * time.Hour
+	retentionMargin = time.Hour
+	// trimProbePages bounds the pages read to find a shard's oldest record.
+	trimProbePages = 20
+)
+
+// readSpec is the configuration a shard reader carries to the workers. Its fields are
+// exported because Beam serialises DoFns as JSON. Client holds credentials when static keys
+// are configured; its String method redacts them and it is never logged whole.
+type readSpec struct {
+	Stream               string
+	Client               clientConfig
+	Retry                retryConfig
+	FailOnDataLoss       bool
+	MaxFetchTime         time.Duration
+	MaxRecordsPerFetch   int64
+	MaxRecordsPerRead    int32
+	IdleTimeBetweenReads time.Duration
+	PollInterval         time.Duration
+	WatermarkPolicy      int64
+	EventTimeFn          eventTimeSpec
+	IdleThreshold        time.Duration
+	Deaggregate          bool
+	MaxRecords           int64
+}
+
+func newReadSpec(stream string, cfg config) readSpec {
+	s := readSpec{
+		Stream:               stream,
+		Client:               cfg.client,
+		Retry:                cfg.retry,
+		FailOnDataLoss:       cfg.read.failOnDataLoss,
+		MaxFetchTime:         cfg.read.maxFetchTime,
+		MaxRecordsPerFetch:   cfg.read.maxRecordsPerFetch,
+		MaxRecordsPerRead:    cfg.read.maxRecordsPerRead,
+		IdleTimeBetweenReads: cfg.read.idleTimeBetweenReads,
+		PollInterval:         cfg.read.pollInterval,
+		WatermarkPolicy:      cfg.read.watermarkPolicy,
+		IdleThreshold:        cfg.read.idleThreshold,
+		Deaggregate:          cfg.read.deaggregate,
+		MaxRecords:           cfg.read.maxRecords,
+	}
+	if cfg.read.timestampFn != nil {
+		// Validated when the option was applied.
+		s.EventTimeFn, _ = encodeEventTimeFn(cfg.read.timestampFn)
+	}
+	return s
+}
+
+// shardReader reads shards: the polling loop shared by the unbounded and bounded shard
+// reading DoFns. It is built on the worker from a readSpec.
+type shardReader struct {
+	spec   readSpec
+	client *kinesis.Client
+	policy watermarkPolicy
+	retry  backoff.Policy
+}
+
+func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
+	client, err := newClient(ctx, spec.Client)
+	if err != nil {
+		return nil, err
+	}
+	policy := watermarkPolicy{kind: spec.WatermarkPolicy, idleThreshold: spec.IdleThreshold}
+	if spec.WatermarkPolicy == watermarkCustom {
+		if policy.fn, err = spec.EventTimeFn.decode(); err != nil {
+			return nil, err
+		}
+	}
+	return &shardReader{
+		spec:   spec,
+		client: client,
+		policy: policy,
+		retry:  backoff.Policy{Retries: spec.Retry.NumRetries, Initial: spec.Retry.RetryInterval, Max: spec.Retry.MaxRetryInterval},
+	}, nil
+}
+
+// readState is what one call of process knows beyond the restriction.
+type readState struct {
+	d         shardDescriptor
+	hr        hashRange
+	start     shardRestriction // where the iterator was opened: the restriction, or the trim horizon after data loss
+	iterator  string
+	skip      *recordPosition // records up to here were claimed before this restriction
+	lastClaim *recordClaim    // the last record claimed in this call
+	emitted   int64
+}
+
+// process reads the shard d from the restriction in rt, emitting each user record after
+// claiming it. An unbounded reader (we != nil) returns after a bounded amount of work or when
+// caught up, asking to be resumed; a bounded one loops until its restriction is done.
+func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
+	bounded := we == nil
+	rest := rt.GetRestriction().(shardRestriction)
+	if rest.Empty {
+		return sdf.StopProcessing(), nil
+	}
+	st := &readState{d: d, hr: d.hashRange(), start: rest, skip: rest.skipThrough()}
+	if err := r.open(ctx, st, rest); err != nil {
+		return nil, err
+	}
+	if rest.Claimed == 0 && rest.VerifiedMs == 0 {
+		log.Infof(ctx, "kinesisio: opened %v at %s", d, rest.startString())
+	} else {
+		log.Debugf(ctx, "kinesisio: resumed %v at %s", d, rest.startString())
+	}
+
+	callStart := time.Now()
+	var lastCall time.Time
+	// While one response is being emitted, the next one is already being fetched: the
+	// reader then keeps up with a plain GetRecords loop.
+	var next chan fetchResult
+	cancelNext := func() {}
+	defer func() { cancelNext() }()
+	for {
+		var f fetchResult
+		if next != nil {
+			f, next = <-next, nil
+		} else {
+			if r.spec.IdleTimeBetweenReads > 0 && !lastCall.IsZero() {
+				if err := backoff.Sleep(ctx, time.Until(lastCall.Add(r.spec.IdleTimeBetweenReads))); err != nil {
+					return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+				}
+			}
+			f = r.fetch(ctx, d, st.iterator)
+		}
+		lastCall = f.sent
+		f.stats.count(ctx)
+		sent, out, err := f.sent, f.out, f.err
+		if err != nil {
+			var expired *types.ExpiredIteratorException
+			switch {
+			case errors.As(err, &expired):
+				// Iterators live five minutes; renew from the last claimed record.
+				expiredIterators.Inc(ctx, 1)
+				log.Debugf(ctx, "kinesisio: iterator of %v expired; renewing it", d)
+				if err := r.renew(ctx, st); err != nil {
+					return nil, err
+				}
+				continue
+			case backoff.Classify(err) == backoff.Throttled:
+				log.Warnf(ctx, "kinesisio: %v still throttled after %d retries; waiting %v", d, r.retry.Retries, r.retry.Max)
+				if bounded {
+					if err := backoff.Sleep(ctx, r.retry.Max); err != nil {
+						return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+					}
+					continue
+				}
+				return sdf.ResumeProcessingIn(r.retry.Max), nil
+			}
+			return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+		}
+		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
+		if out.NextShardIterator != nil && !caughtUp && r.spec.IdleTimeBetweenReads == 0 &&
+			(bounded || (st.emitted+int64(len(out.Records)) < r.spec.MaxRecordsPerFetch && time.Since(callStart) < r.spec.MaxFetchTime)) {
+			next = make(chan fetchResult, 1)
+			fctx, cancel := context.WithCancel(ctx)
+			cancelNext = cancel
+			go func(ch chan<- fetchResult, it string) { ch <- r.fetch(fctx, d, it) }(next, aws.ToString(out.NextShardIterator))
+		}
+
+		done, err := r.emitRecords(ctx, st, rt, out.Records, emit)
+		if err != nil || done {
+			return sdf.StopProcessing(), err
+		}
+		if out.MillisBehindLatest != nil {
+			millisBehindLatest.Set(ctx, *out.MillisBehindLatest)
+		}
+		r.policy.afterRead(we, sent, len(out.Records), caughtUp)
+
+		if out.NextShardIterator == nil {
+			rt.TryClaim(shardEndClaim{})
+			log.Infof(ctx, "kinesisio: %v is closed and fully read", d)
+			return sdf.StopProcessing(), rt.GetError()
+		}
+		st.iterator = aws.ToString(out.NextShardIterator)
+		if caughtUp {
+			if !rt.TryClaim(caughtUpClaim{AtMs: sent.UnixMilli()}) {
+				if err := rt.GetError(); err != nil {
+					return nil, err
+				}
+				log.Infof(ctx, "kinesisio: %v has been read to the end of the read", d)
+				return sdf.StopProcessing(), nil
+			}
+			if bounded {
+				if err := backoff.Sleep(ctx, r.spec.PollInterval); err != nil {
+					return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+				}
+				continue
+			}
+			return sdf.ResumeProcessingIn(r.spec.PollInterval), nil
+		}
+		if !bounded && (st.emitted >= r.spec.MaxRecordsPerFetch || time.Since(callStart) >= r.spec.MaxFetchTime) {
+			return sdf.ResumeProcessingIn(0), nil
+		}
+	}
+}
+
+// emitRecords claims and emits the user records of one GetRecords response. It reports
+// done when the restriction has ended.
+func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.LockRTracker, records []types.Record, emit func(beam.EventTime, Record)) (bool, error) {
+	var n, size int64
+	defer func() {
+		recordsRead.Inc(ctx, n)
+		bytesRead.Inc(ctx, size)
+		recordsPerCall.Update(ctx, int64(len(records)))
+	}()
+	now := time.Now()
+	var users [1]kpl.UserRecord
+	for i := range records {
+		kr := &records[i]
+		seq := aws.ToString(kr.SequenceNumber)
+		arrival := aws.ToTime(kr.ApproximateArrivalTimestamp)
+		urs, aggregated := r.userRecords(ctx, st, kr, users[:0])
+		for sub := range urs {
+			u := &urs[sub]
+			pos := recordPosition{Seq: seq, Sub: int64(sub)}
+			if st.skip != nil {
+				if pos.compare(*st.skip) <= 0 {
+					continue
+				}
+				st.skip = nil
+			}
+			claim := recordClaim{Pos: pos, Last: sub == len(urs)-1, ArrivalMs: arrival.UnixMilli()}
+			if !rt.TryClaim(claim) {
+				return true, rt.GetError()
+			}
+			rec := Record{
+				StreamName:                  st.d.Stream,
+				ShardID:                     st.d.ShardID,
+				PartitionKey:                u.PartitionKey,
+				ExplicitHashKey:             u.ExplicitHashKey,
+				SequenceNumber:              seq,
+				SubSequenceNumber:           int64(sub),
+				ApproximateArrivalTimestamp: arrival,
+				Data:                        u.Data,
+				Aggregated:                  aggregated,
+			}
+			emit(mtime.FromTime(r.policy.eventTime(&rec, now)), rec)
+			st.lastClaim = &claim
+			st.emitted++
+			n++
+			size += int64(len(u.Data))
+			if rt.IsDone() {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// userRecords returns the user records of one Kinesis record: the record itself unless it is
+// a KPL aggregate and deaggregation is on. Following the KCL, a record that carries the KPL
+// magic but fails its checksum or does not parse is passed through whole (and counted), and
+// an aggregate holding a user record outside the shard's hash range is dropped whole (and
+// counted): the producer routed it to the wrong shard, and the right shard has it too.
+func (r *shardReader) userRecords(ctx context.Context, st *readState, kr *types.Record, buf []kpl.UserRecord) ([]kpl.UserRecord, bool) {
+	raw := append(buf, kpl.UserRecord{PartitionKey: aws.ToString(kr.PartitionKey), Data: kr.Data})
+	if !r.spec.Deaggregate {
+		return raw, false
+	}
+	urs, ok, err := kpl.Deaggregate(kr.Data)
+	if !ok || err != nil {
+		if bytes.HasPrefix(kr.Data, kpl.Magic[:]) {
+			aggregatesPassed.Inc(ctx, 1)
+			why := "bad checksum or body"
+			if err != nil {
+				why = err.Error()
+			}
+			log.Warnf(ctx, "kinesisio: record %s of %v starts like a KPL aggregate but is not a valid one (%s); passing it through whole", aws.ToString(kr.SequenceNumber), st.d, why)
+		}
+		return raw, false
+	}
+	for i := range urs {
+		if !st.hr.contains(urs[i]) {
+			aggregatesOutOfRange.Inc(ctx, 1)
+			log.Warnf(ctx, "kinesisio: aggregate %s of %v holds user records outside the shard's hash range; dropping it as the KCL does", aws.ToString(kr.SequenceNumber), st.d)
+			return nil, true
+		}
+	}
+	return urs, true
+}
+
+// fetchResult is one GetRecords call, with its retries.
+type fetchResult struct {
+	sent  time.Time
+	out   *kinesis.GetRecordsOutput
+	err   error
+	stats fetchStats
+}
+
+// fetchStats counts what a fetch did, for the metrics. A fetch may run on its own goroutine,
+// where Beam metrics must not be touched; the reader adds them up when it takes the result.
+type fetchStats struct {
+	calls, throttles, retries int64
+}
+
+func (s fetchStats) count(ctx context.Context) {
+	getRecordsCalls.Inc(ctx, s.calls)
+	readThrottles.Inc(ctx, s.throttles)
+	readRetries.Inc(ctx, s.retries)
+}
+
+// fetch calls GetRecords with iterator, retrying throttling and transient failures. It is
+// safe to run on another goroutine.
+func (r *shardReader) fetch(ctx context.Context, d shardDescriptor, iterator string) fetchResult {
+	f := fetchResult{sent: time.Now()}
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(iterator), Limit: aws.Int32(r.spec.MaxRecordsPerRead)}
+	f.err = backoff.Do(ctx, r.retry, func(ctx context.Context) error {
+		f.stats.calls++
+		var err error
+		f.out, err = r.client.GetRecords(ctx, in)
+		if backoff.Classify(err) == backoff.Throttled {
+			f.stats.throttles++
+		}
+		return err
+	}, func(attempt int, err error, class backoff.Class, wait time.Duration) {
+		f.stats.retries++
+		log.Debugf(ctx, "kinesisio: GetRecords on %v failed (%v, attempt %d): %v; retrying in %v", d, class, attempt, err, wait)
+	})
+	return f
+}
+
+func (r *shardReader) onRetry(ctx context.Context, d shardDescriptor, op string) func(int, error, backoff.Class, time.Duration) {
+	return func(attempt int, err error, class backoff.Class, wait time.Duration) {
+		readRetries.Inc(ctx, 1)
+		log.Debugf(ctx, "kinesisio: %s on %v failed (%v, attempt %d): %v; retrying in %v", op, d, class, attempt, err, wait)
+	}
+}
+
+// getShardIterator calls GetShardIterator, retrying throttling and transient failures.
+func (r *shardReader) getShardIterator(ctx context.Context, d shardDescriptor, in *kinesis.GetShardIteratorInput) (string, error) {
+	var out *kinesis.GetShardIteratorOutput
+	err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
+		var err error
+		out, err = r.client.GetShardIterator(ctx, in)
+		return err
+	}, r.onRetry(ctx, d, "GetShardIterator"))
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.ShardIterator), nil
+}
+
+// open gets the iterator at the restriction's start. A sequence-number start that may have
+// been trimmed by retention (a user-given one, or one not verified for nearly the minimum
+// retention) is first checked against the shard's oldest record.
+func (r *shardReader) open(ctx context.Context, st *readState, rest shardRestriction) error {
+	if seq, ok := rest.sequenceStart(); ok {
+		stale := rest.VerifiedMs == 0 || time.Since(time.UnixMilli(rest.VerifiedMs)) > minRetention-retentionMargin
+		if stale {
+			lost, err := r.startTrimmed(ctx, st.d, seq)
+			if err != nil {
+				return err
+			}
+			if lost != "" {
+				return r.onDataLoss(ctx, st, rest, lost)
+			}
+		}
+	}
+	it, err := r.getShardIterator(ctx, st.d, rest.iteratorInput(st.d))
+	var invalid *types.InvalidArgumentException
+	if err != nil && rest.StartKind == startAtTimestamp && errors.As(err, &invalid) && time.Since(time.UnixMilli(rest.StartTimeMs)) < time.Minute {
+		// The start (LATEST made AT_TIMESTAMP on this worker's clock) is still in the future
+		// on the service's clock, which refuses it. Nothing has arrived after it yet, so
+		// LATEST reads the same records; the restriction keeps the timestamp, so a
+		// checkpoint before the first record still skips nothing.
+		in := rest.iteratorInput(st.d)
+		in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeLatest, nil
+		it, err = r.getShardIterator(ctx, st.d, in)
+	}
+	if err != nil {
+		if _, ok := rest.sequenceStart(); ok && errors.As(err, &invalid) {
+			// Some servers refuse an iterator at a trimmed sequence number.
+			if lost, perr := r.startTrimmed(ctx, st.d, rest.StartSeq); perr == nil && lost != "" {
+				return r.onDataLoss(ctx, st, rest, lost)
+			}
+		}
+		return fmt.Errorf("kinesisio: opening %v at %s: %w", st.d, rest.startString(), err)
+	}
+	st.iterator = it
+	return nil
+}
+
+// onDataLoss fails the read or, without failOnDataLoss, moves it to the trim horizon.
+func (r *shardReader) onDataLoss(ctx context.Context, st *readState, rest shardRestriction, oldest string) error {
+	if r.spec.FailOnDataLoss {
+		return fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithFailOnDataLoss(false) to continue from the trim horizon", st.d, rest.startString(), oldest)
+	}
+	dataLossSkips.Inc(ctx, 1)
+	log.Warnf(ctx, "kinesisio: %v: the read position %s is older than the oldest retained record (%s); continuing from the trim horizon, records may have been lost", st.d, rest.startString(), oldest)
+	th := rest
+	th.StartKind, th.StartSeq, th.StartSub = startTrimHorizon, "", 0
+	it, err := r.getShardIterator(ctx, st.d, th.iteratorInput(st.d))
+	if err != nil {
+		return fmt.Errorf("kinesisio: opening %v at TRIM_HORIZON: %w", st.d, err)
+	}
+	st.iterator, st.skip, st.start = it, nil, th
+	return nil
+}
+
+// startTrimmed reports whether the record seq of shard d has been trimmed: it returns the
+// oldest retained sequence number (or "none") when that is later than seq, and "" when seq is
+// still retained.
+func (r *shardReader) startTrimmed(ctx context.Context, d shardDescriptor, seq string) (string, error) {
+	it, err := r.getShardIterator(ctx, d, &kinesis.GetShardIteratorInput{
+		StreamName: aws.String(d.Stream), ShardId: aws.String(d.ShardID), ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
+	})
+	if err != nil {
+		return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
+	}
+	for range trimProbePages {
+		var out *kinesis.GetRecordsOutput
+		err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
+			var err error
+			out, err = r.client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(1)})
+			return err
+		}, r.onRetry(ctx, d, "GetRecords"))
+		if err != nil {
+			return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
+		}
+		if len(out.Records) > 0 {
+			oldest := aws.ToString(out.Records[0].SequenceNumber)
+			if compareDecimal(oldest, seq) > 0 {
+				return oldest, nil
+			}
+			return "", nil
+		}
+		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
+		if out.NextShardIterator == nil || caughtUp {
+			break
+		}
+		it = aws.ToString(out.NextShardIterator)
+	}
+	// The shard retains no record at all, so the one the position names is gone too.
+	return "none", nil
+}
+
+// renew replaces an expired iterator, resuming after the last record claimed in this call
+// or, if none was, where the iterator was first opened.
+func (r *shardReader) renew(ctx context.Context, st *readState) error {
+	from := st.start
+	if c := st.lastClaim; c != nil {
+		from.StartSeq, from.StartSub = c.Pos.Seq, c.Pos.Sub
+		from.StartKind = startAfterSubSequence
+		if c.Last {
+			from.StartKind, from.StartSub = startAfterSequence, 0
+		}
+	}
+	it, err := r.getShardIterator(ctx, st.d, from.iteratorInput(st.d))
+	if err != nil {
+		return fmt.Errorf("kinesisio: renewing the iterator of %v at %s: %w", st.d, from.startString(), err)
+	}
+	st.iterator, st.skip = it, from.skipThrough()
+	return nil
+}

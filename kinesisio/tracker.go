@@ -1,0 +1,197 @@
+package kinesisio
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// refusedSplits counts the fractional splits shard trackers in this process have refused
+// (runners ask for them when a bundle makes no visible progress). Tests read it.
+var refusedSplits atomic.Int64
+
+// recordClaim claims one user record. Last says it is the last user record of its Kinesis
+// record, so a checkpoint after it can resume AFTER_SEQUENCE_NUMBER instead of re-reading
+// the aggregate.
+type recordClaim struct {
+	Pos       recordPosition
+	Last      bool
+	ArrivalMs int64
+}
+
+// shardEndClaim says the shard is closed and fully read; it finishes the restriction.
+type shardEndClaim struct{}
+
+// caughtUpClaim says a GetRecords call sent at AtMs returned everything up to the tip of the
+// shard. It finishes a restriction whose EndTimeMs is at or before AtMs; otherwise it only
+// records that nothing before AtMs is left unread.
+type caughtUpClaim struct {
+	AtMs int64
+}
+
+// shardTracker tracks the claims on one shardRestriction. Positions must be claimed in
+// strictly increasing order. It never splits a shard at a fraction: only TrySplit(0), the
+// checkpoint, splits, because any other split point would be an invented sequence number.
+// It is not safe for concurrent use on its own; readers wrap it in sdf.LockRTracker.
+type shardTracker struct {
+	rest shardRestriction
+
+	claimed       int64 // records claimed by this tracker
+	last          recordClaim
+	verifiedMs    int64
+	stopped       bool // the range's end was reached
+	checkpointed  bool // TrySplit(0) handed the rest to a residual
+	err           error
+	skip          *recordPosition
+	sequenceStart string
+	startExcluded bool
+}
+
+func newShardTracker(rest shardRestriction) *shardTracker {
+	t := &shardTracker{rest: rest, verifiedMs: rest.VerifiedMs, skip: rest.skipThrough()}
+	if seq, ok := rest.sequenceStart(); ok {
+		t.sequenceStart = seq
+		t.startExcluded = rest.StartKind != startAtSequence
+	}
+	return t
+}
+
+// TryClaim claims a recordClaim, shardEndClaim or caughtUpClaim. It returns false when the
+// claim is past the end of the range (the tracker is then done) or invalid (GetError says
+// why); after false the caller must stop.
+func (t *shardTracker) TryClaim(pos any) bool {
+	if t.err != nil {
+		return false
+	}
+	if t.IsDone() {
+		t.err = fmt.Errorf("kinesisio: claim %v after the restriction %v was done", pos, t.rest)
+		return false
+	}
+	switch c := pos.(type) {
+	case shardEndClaim:
+		t.stopped = true
+		return false
+	case caughtUpClaim:
+		if c.AtMs > t.verifiedMs {
+			t.verifiedMs = c.AtMs
+		}
+		if t.rest.EndTimeMs > 0 && c.AtMs >= t.rest.EndTimeMs {
+			t.stopped = true
+			return false
+		}
+		return true
+	case recordClaim:
+		return t.claimRecord(c)
+	}
+	t.err = fmt.Errorf("kinesisio: shard tracker cannot claim %T %v", pos, pos)
+	return false
+}
+
+func (t *shardTracker) claimRecord(c recordClaim) bool {
+	if err := validateSequenceNumber(c.Pos.Seq); err != nil {
+		t.err = fmt.Errorf("kinesisio: claiming a record: %w", err)
+		return false
+	}
+	if t.claimed > 0 {
+		if c.Pos.compare(t.last.Pos) <= 0 {
+			t.err = fmt.Errorf("kinesisio: claim of record %v does not follow the previous claim %v", c.Pos, t.last.Pos)
+			return false
+		}
+	} else if t.skip != nil {
+		if c.Pos.compare(*t.skip) <= 0 {
+			t.err = fmt.Errorf("kinesisio: claim of record %v is not after the restriction start %v", c.Pos, t.rest.startString())
+			return false
+		}
+	} else if t.sequenceStart != "" && compareDecimal(c.Pos.Seq, t.sequenceStart) < 0 {
+		t.err = fmt.Errorf("kinesisio: claim of record %v is before the restriction start %v", c.Pos, t.rest.startString())
+		return false
+	}
+	if t.rest.EndSeq != "" && c.Pos.compare(recordPosition{Seq: t.rest.EndSeq, Sub: t.rest.EndSub}) > 0 {
+		t.stopped = true
+		return false
+	}
+	if t.rest.EndTimeMs > 0 && c.ArrivalMs > t.rest.EndTimeMs {
+		t.stopped = true
+		return false
+	}
+	t.claimed++
+	t.last = c
+	if c.ArrivalMs > t.verifiedMs {
+		t.verifiedMs = c.ArrivalMs
+	}
+	return true
+}
+
+// limitReached says the shard's record budget is spent or the range's last position claimed.
+func (t *shardTracker) limitReached() bool {
+	if t.rest.MaxRecords > 0 && t.rest.Claimed+t.claimed >= t.rest.MaxRecords {
+		return true
+	}
+	return t.rest.EndSeq != "" && t.claimed > 0 && t.last.Pos.compare(recordPosition{Seq: t.rest.EndSeq, Sub: t.rest.EndSub}) >= 0
+}
+
+// GetError returns the error that made a claim fail, if any.
+func (t *shardTracker) GetError() error { return t.err }
+
+// IsDone says no work is left in the range.
+func (t *shardTracker) IsDone() bool {
+	return t.err == nil && (t.rest.Empty || t.stopped || t.checkpointed || t.limitReached())
+}
+
+// IsBounded says whether the range ends other than by the shard closing.
+func (t *shardTracker) IsBounded() bool { return t.rest.bounded() }
+
+// GetRestriction returns the range as it stands (the primary after a split).
+func (t *shardTracker) GetRestriction() any { return t.rest }
+
+// GetProgress reports the records claimed so far and, as remaining work, the records left
+// under WithMaxRecords or a nominal 1 for an open shard.
+func (t *shardTracker) GetProgress() (done, remaining float64) {
+	done = float64(t.claimed)
+	switch {
+	case t.IsDone():
+		remaining = 0
+	case t.rest.MaxRecords > 0:
+		remaining = float64(t.rest.MaxRecords - t.rest.Claimed - t.claimed)
+	default:
+		remaining = 1
+	}
+	return done, remaining
+}
+
+// TrySplit checkpoints at fraction 0: the primary becomes what has been claimed, the residual
+// starts after the last claim (or at the original start), and the tracker is done. A split
+// at any other fraction is refused by returning the current range as primary and no
+// residual: a shard cannot be divided without inventing sequence numbers. When no work is
+// left the residual is nil.
+func (t *shardTracker) TrySplit(fraction float64) (primary, residual any, err error) {
+	if fraction > 0 {
+		refusedSplits.Add(1)
+		return t.rest, nil, nil
+	}
+	if t.err != nil || t.IsDone() {
+		return t.rest, nil, nil
+	}
+	if fraction < 0 {
+		return nil, nil, fmt.Errorf("kinesisio: split fraction %v is negative", fraction)
+	}
+	res := t.rest
+	res.VerifiedMs = t.verifiedMs
+	if t.claimed > 0 {
+		res.StartSeq, res.StartSub, res.StartTimeMs = t.last.Pos.Seq, t.last.Pos.Sub, 0
+		if t.last.Last {
+			res.StartKind, res.StartSub = startAfterSequence, 0
+		} else {
+			res.StartKind = startAfterSubSequence
+		}
+		res.Claimed += t.claimed
+	}
+	prim := t.rest
+	if t.claimed > 0 {
+		prim.EndSeq, prim.EndSub = t.last.Pos.Seq, t.last.Pos.Sub
+	} else {
+		prim.Empty = true
+	}
+	t.rest = prim
+	t.checkpointed = true
+	return prim, res, nil
+}
