@@ -41,7 +41,7 @@ func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 	cfg := buildConfig("kinesisio.Read", dirRead, opts)
 	shards := beam.ParDo(s, &discoverFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
 	shards = beam.Reshuffle(s, shards)
-	return beam.ParDo(s, &readFn{Spec: newReadSpec(stream, cfg)}, shards)
+	return beam.ParDo(s, &readFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
 }
 
 // ReadBounded reads stream as a bounded PCollection of Record: every record, in every shard
@@ -55,18 +55,20 @@ func ReadBounded(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 	cfg := buildConfig("kinesisio.ReadBounded", dirRead, opts)
 	shards := beam.ParDo(s, &discoverBoundedFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
 	shards = beam.Reshuffle(s, shards)
-	return beam.ParDo(s, &readBoundedFn{Spec: newReadSpec(stream, cfg)}, shards)
+	return beam.ParDo(s, &readBoundedFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
 }
 
-// readFn reads one shard as an unbounded splittable DoFn.
-type readFn struct {
+// shardFn holds what the unbounded and the bounded shard readers share: their
+// configuration, the client, and the restriction methods. Both embed it.
+type shardFn struct {
 	Spec readSpec
 
 	reader *shardReader
 }
 
-// Setup creates the Kinesis client.
-func (fn *readFn) Setup(ctx context.Context) error {
+// Setup creates the Kinesis client. SDF helper methods run on instances whose Setup was
+// not called, so ProcessElement calls it too.
+func (fn *shardFn) Setup(ctx context.Context) error {
 	if fn.reader != nil {
 		return nil
 	}
@@ -78,24 +80,29 @@ func (fn *readFn) Setup(ctx context.Context) error {
 	return nil
 }
 
-// CreateInitialRestriction covers the whole shard from its start position.
-func (fn *readFn) CreateInitialRestriction(d shardDescriptor) shardRestriction {
+// CreateInitialRestriction covers the whole shard from its start position to the read's end.
+func (fn *shardFn) CreateInitialRestriction(d shardDescriptor) shardRestriction {
 	return initialRestriction(d, fn.Spec.MaxRecords)
 }
 
 // SplitRestriction never splits: a shard is read by one reader at a time.
-func (fn *readFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []shardRestriction {
+func (fn *shardFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []shardRestriction {
 	return []shardRestriction{r}
 }
 
 // RestrictionSize is nominal: the backlog of a shard is unknown until it is read.
-func (fn *readFn) RestrictionSize(_ shardDescriptor, r shardRestriction) float64 {
+func (fn *shardFn) RestrictionSize(_ shardDescriptor, r shardRestriction) float64 {
 	return restrictionSize(r)
 }
 
 // CreateTracker wraps a shardTracker in a lock.
-func (fn *readFn) CreateTracker(r shardRestriction) *sdf.LockRTracker {
+func (fn *shardFn) CreateTracker(r shardRestriction) *sdf.LockRTracker {
 	return sdf.NewLockRTracker(newShardTracker(r))
+}
+
+// readFn reads one shard as an unbounded splittable DoFn.
+type readFn struct {
+	shardFn
 }
 
 // TruncateRestriction stops the shard on drain.
@@ -130,42 +137,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt
 // readBoundedFn reads one shard as a bounded splittable DoFn: without a ProcessContinuation,
 // so that Beam treats its output as bounded. It reads each shard to its end in one call.
 type readBoundedFn struct {
-	Spec readSpec
-
-	reader *shardReader
-}
-
-// Setup creates the Kinesis client.
-func (fn *readBoundedFn) Setup(ctx context.Context) error {
-	if fn.reader != nil {
-		return nil
-	}
-	r, err := newShardReader(ctx, fn.Spec)
-	if err != nil {
-		return err
-	}
-	fn.reader = r
-	return nil
-}
-
-// CreateInitialRestriction covers the shard from its start position to the read's end.
-func (fn *readBoundedFn) CreateInitialRestriction(d shardDescriptor) shardRestriction {
-	return initialRestriction(d, fn.Spec.MaxRecords)
-}
-
-// SplitRestriction never splits.
-func (fn *readBoundedFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []shardRestriction {
-	return []shardRestriction{r}
-}
-
-// RestrictionSize is nominal.
-func (fn *readBoundedFn) RestrictionSize(_ shardDescriptor, r shardRestriction) float64 {
-	return restrictionSize(r)
-}
-
-// CreateTracker wraps a shardTracker in a lock.
-func (fn *readBoundedFn) CreateTracker(r shardRestriction) *sdf.LockRTracker {
-	return sdf.NewLockRTracker(newShardTracker(r))
+	shardFn
 }
 
 // ProcessElement reads the shard to the end of the read.

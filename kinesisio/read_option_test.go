@@ -104,7 +104,7 @@ func TestReadDoFnsNeverShowCredentials(t *testing.T) {
 	cfg := buildConfig("kinesisio.Read", dirRead, []Option{
 		WithStaticCredentials("AKIDSECRETID", "wJalrXUtnFEMI"), WithSessionToken("FwoGZXIvYXdzE"), WithRegion("us-east-1"),
 	})
-	rfn := &readFn{Spec: newReadSpec("orders", cfg)}
+	rfn := &readFn{shardFn{Spec: newReadSpec("orders", cfg)}}
 	dfn := &discoverFn{Spec: newDiscoverySpec("orders", cfg)}
 	for _, s := range []string{
 		fmt.Sprintf("%v", rfn), fmt.Sprintf("%+v", rfn), fmt.Sprintf("%v", *rfn), fmt.Sprintf("%+v", rfn.Spec),
