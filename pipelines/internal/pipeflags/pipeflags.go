@@ -1,0 +1,208 @@
+// Package pipeflags holds the command-line flags the pipelines share: how to reach Kinesis,
+// where to start reading, bounded or streaming, and the window size, and turns them into
+// kinesisio options.
+//
+// Beam already owns --region (the GCP region of a Dataflow job) and --endpoint (the job
+// service of the universal, Flink and Prism job-server runners), so the Kinesis flags are
+// --kinesis_region and --kinesis_endpoint. Importing this package also registers Beam's vet
+// runner, so every pipeline accepts --runner=vet.
+package pipeflags
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/vet" // --runner=vet
+
+	"github.com/beamkinesis/beamkinesis/kinesisio"
+)
+
+// Kinesis is how a pipeline reaches Kinesis. Empty fields leave the AWS SDK's defaults:
+// the region and the credentials of the default chain (environment, shared config,
+// instance or task role).
+type Kinesis struct {
+	// Region is the AWS region, e.g. "eu-west-1".
+	Region string
+	// Endpoint replaces the regional endpoint, e.g. a VPC endpoint or a local server.
+	Endpoint string
+	// Profile names a profile of the shared AWS config and credentials files.
+	Profile string
+	// RoleARN is a role to assume through STS, with RoleSessionName as its session name.
+	RoleARN         string
+	RoleSessionName string
+	// StaticFromEnv takes static keys from the launching process's AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN and ships them with the pipeline, for
+	// workers that have no AWS credentials of their own (Dataflow, Flink in Docker).
+	StaticFromEnv bool
+}
+
+// Register defines the flags --kinesis_region, --kinesis_endpoint, --aws_profile,
+// --role_arn and --role_session_name on fs.
+func (k *Kinesis) Register(fs *flag.FlagSet) {
+	fs.StringVar(&k.Region, "kinesis_region", "", "AWS region of the Kinesis streams, e.g. eu-west-1 (default: the AWS SDK's resolution, e.g. AWS_REGION)")
+	fs.StringVar(&k.Endpoint, "kinesis_endpoint", "", "Kinesis endpoint URL replacing the regional one, e.g. http://127.0.0.1:4567 for a local server")
+	fs.StringVar(&k.Profile, "aws_profile", "", "profile of the shared AWS config/credentials files to take credentials from")
+	fs.StringVar(&k.RoleARN, "role_arn", "", "IAM role to assume through STS for Kinesis calls")
+	fs.StringVar(&k.RoleSessionName, "role_session_name", "beamkinesis", "STS session name used with --role_arn")
+	fs.BoolVar(&k.StaticFromEnv, "aws_credentials_from_env", false, "ship the launcher's AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) to the workers as static keys, for workers without AWS credentials (e.g. Dataflow); they are redacted in logs")
+}
+
+// Options returns the kinesisio options the flags stand for, reading static keys from the
+// environment with --aws_credentials_from_env. kinesisio validates them when the transform
+// is built.
+func (k Kinesis) Options() ([]kinesisio.Option, error) {
+	return k.OptionsFrom(os.Getenv)
+}
+
+// OptionsFrom is Options with the environment read through getenv.
+func (k Kinesis) OptionsFrom(getenv func(string) string) ([]kinesisio.Option, error) {
+	var opts []kinesisio.Option
+	if k.StaticFromEnv {
+		id, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
+		if id == "" || secret == "" {
+			return nil, errors.New("--aws_credentials_from_env: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set")
+		}
+		opts = append(opts, kinesisio.WithStaticCredentials(id, secret))
+		if token := getenv("AWS_SESSION_TOKEN"); token != "" {
+			opts = append(opts, kinesisio.WithSessionToken(token))
+		}
+	}
+	if k.Region != "" {
+		opts = append(opts, kinesisio.WithRegion(k.Region))
+	}
+	if k.Endpoint != "" {
+		opts = append(opts, kinesisio.WithEndpoint(k.Endpoint))
+	}
+	if k.Profile != "" {
+		opts = append(opts, kinesisio.WithProfile(k.Profile))
+	}
+	if k.RoleARN != "" {
+		opts = append(opts, kinesisio.WithAssumeRole(k.RoleARN, k.RoleSessionName))
+	}
+	return opts, nil
+}
+
+// Source says where and how a pipeline reads its input stream.
+type Source struct {
+	// StartingPosition is the Spark connectors' startingPosition: latest, trim_horizon,
+	// earliest, AT_TIMESTAMP <RFC 3339> or a JSON map of shard positions. Empty means the
+	// pipeline's default.
+	StartingPosition string
+	// Bounded reads what the stream holds when the read starts and stops
+	// (kinesisio.ReadBounded) instead of reading forever (kinesisio.Read).
+	Bounded OptionalBool
+	// MaxReadTime, when positive, ends a streaming read after the records that arrived
+	// within it of the read's start (kinesisio.WithMaxReadTime).
+	MaxReadTime time.Duration
+	// Window is the size of the fixed event-time windows of a streaming pipeline.
+	Window time.Duration
+}
+
+// Register defines --starting_position, --bounded, --max_read_time and --window on fs.
+func (s *Source) Register(fs *flag.FlagSet, defaultWindow time.Duration) {
+	fs.StringVar(&s.StartingPosition, "starting_position", "", "where to start reading: latest, trim_horizon, earliest, \"AT_TIMESTAMP <RFC 3339 time>\" or a JSON map of shard positions (default trim_horizon when bounded or with the embedded server, latest otherwise)")
+	fs.Var(&s.Bounded, "bounded", "read what the stream holds now and stop (a batch job); --bounded=false reads forever in fixed windows (default true with the embedded server, false otherwise)")
+	fs.DurationVar(&s.MaxReadTime, "max_read_time", 0, "end a streaming read after the records that arrived within this time of its start (0: never)")
+	fs.DurationVar(&s.Window, "window", defaultWindow, "size of the fixed event-time (arrival-time) windows")
+}
+
+// EmbeddedMaxReadTime ends a streaming read of the embedded server, which receives no new
+// records, unless --max_read_time says otherwise, so that the demo ends.
+const EmbeddedMaxReadTime = 5 * time.Second
+
+// Resolve returns whether the read is bounded and its read options (starting position and
+// maximum read time).
+//
+// Against the embedded server (embedded true) a read is bounded unless --bounded=false,
+// starts at the trim horizon, and a streaming read ends after EmbeddedMaxReadTime. Against
+// real streams a read is streaming unless --bounded, and starts at LATEST, the Spark
+// connectors' default, or at the trim horizon when bounded: a one-shot read from LATEST
+// would read nothing. --starting_position and --max_read_time override these defaults.
+func (s Source) Resolve(embedded bool) (bounded bool, opts []kinesisio.Option, err error) {
+	if err := s.Validate(); err != nil {
+		return false, nil, err
+	}
+	bounded = s.Bounded.Or(embedded)
+	start := kinesisio.Latest()
+	if bounded || embedded {
+		start = kinesisio.TrimHorizon()
+	}
+	if s.StartingPosition != "" {
+		p, err := kinesisio.ParseStartingPosition(s.StartingPosition)
+		if err != nil {
+			return false, nil, fmt.Errorf("--starting_position: %w", err)
+		}
+		start = p
+	}
+	opts = []kinesisio.Option{kinesisio.WithStartingPosition(start)}
+	maxReadTime := s.MaxReadTime
+	if maxReadTime == 0 && embedded && !bounded {
+		maxReadTime = EmbeddedMaxReadTime
+	}
+	if maxReadTime > 0 {
+		opts = append(opts, kinesisio.WithMaxReadTime(maxReadTime))
+	}
+	return bounded, opts, nil
+}
+
+// Validate reports a flag value no pipeline can run with.
+func (s Source) Validate() error {
+	if s.Window <= 0 {
+		return fmt.Errorf("--window=%v: the window size must be positive", s.Window)
+	}
+	if s.MaxReadTime < 0 {
+		return fmt.Errorf("--max_read_time=%v must not be negative", s.MaxReadTime)
+	}
+	return nil
+}
+
+// Read reads stream with kinesisio.ReadBounded when bounded, kinesisio.Read otherwise.
+func Read(s beam.Scope, stream string, bounded bool, opts []kinesisio.Option) beam.PCollection {
+	if bounded {
+		return kinesisio.ReadBounded(s, stream, opts...)
+	}
+	return kinesisio.Read(s, stream, opts...)
+}
+
+// OptionalBool is a boolean flag that knows whether it was given, so that its default can
+// depend on other flags.
+type OptionalBool struct {
+	set, value bool
+}
+
+// Or returns the flag's value if it was given, def otherwise.
+func (b OptionalBool) Or(def bool) bool {
+	if b.set {
+		return b.value
+	}
+	return def
+}
+
+// Set implements flag.Value.
+func (b *OptionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	b.set, b.value = true, v
+	return nil
+}
+
+// String implements flag.Value.
+func (b *OptionalBool) String() string {
+	if b == nil || !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.value)
+}
+
+// IsBoolFlag lets the flag be given as plain --bounded.
+func (b *OptionalBool) IsBoolFlag() bool { return true }
+
+// SetBool sets the flag as if it had been given with value v.
+func (b *OptionalBool) SetBool(v bool) { b.set, b.value = true, v }

@@ -1,0 +1,133 @@
+package pipeflags
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+)
+
+func parse(t *testing.T, args ...string) (Kinesis, Source, error) {
+	t.Helper()
+	var k Kinesis
+	var s Source
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	k.Register(fs)
+	s.Register(fs, time.Minute)
+	return k, s, fs.Parse(args)
+}
+
+func TestResolveDefaultsDependOnTheEmbeddedServer(t *testing.T) {
+	for _, tc := range []struct {
+		args        []string
+		embedded    bool
+		wantBounded bool
+		wantOpts    int // starting position (+ max read time)
+	}{
+		{nil, true, true, 1},
+		{[]string{"--bounded=false"}, true, false, 2}, // EmbeddedMaxReadTime ends the demo
+		{nil, false, false, 1},
+		{[]string{"--bounded"}, false, true, 1},
+		{[]string{"--max_read_time=1m"}, false, false, 2},
+	} {
+		_, s, err := parse(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bounded, opts, err := s.Resolve(tc.embedded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bounded != tc.wantBounded || len(opts) != tc.wantOpts {
+			t.Errorf("%q embedded=%v: bounded=%v with %d options, want %v with %d", tc.args, tc.embedded, bounded, len(opts), tc.wantBounded, tc.wantOpts)
+		}
+	}
+}
+
+func TestBoundedTakesItsDefaultOnlyWhenNotGiven(t *testing.T) {
+	for _, tc := range []struct {
+		args            []string
+		ifTrue, ifFalse bool
+	}{
+		{nil, true, false},
+		{[]string{"--bounded"}, true, true},
+		{[]string{"--bounded=true"}, true, true},
+		{[]string{"--bounded=false"}, false, false},
+	} {
+		_, s, err := parse(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]bool{s.Bounded.Or(true), s.Bounded.Or(false)}; got != [2]bool{tc.ifTrue, tc.ifFalse} {
+			t.Errorf("%q: Or(true), Or(false) = %v, want %v", tc.args, got, [2]bool{tc.ifTrue, tc.ifFalse})
+		}
+	}
+	if _, _, err := parse(t, "--bounded=maybe"); err == nil {
+		t.Error("--bounded=maybe was accepted")
+	}
+}
+
+// TestFlagsBecomeValidOptions builds a read with every flag set: kinesisio panics at
+// construction on an option it refuses.
+func TestFlagsBecomeValidOptions(t *testing.T) {
+	k, s, err := parse(t, "--aws_credentials_from_env", "--kinesis_region=eu-west-1", "--kinesis_endpoint=https://kinesis.example.com",
+		"--aws_profile=dev", "--role_arn=arn:aws:iam::123456789012:role/reader", "--role_session_name=wc",
+		"--starting_position=trim_horizon", "--max_read_time=30s", "--window=10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounded, read, err := s.Resolve(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bounded {
+		t.Error("a real stream without --bounded resolved to a bounded read")
+	}
+	env := map[string]string{"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token"}
+	client, err := k.OptionsFrom(func(name string) string { return env[name] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(client, read...)
+	if len(opts) != 8 {
+		t.Errorf("got %d options, want 8 (keys, token, region, endpoint, profile, role, start, max read time)", len(opts))
+	}
+	_, scope := beam.NewPipelineWithRoot()
+	Read(scope, "orders", true, opts)
+	Read(scope, "orders", false, opts)
+	if s.Window != 10*time.Second {
+		t.Errorf("window %v, want 10s", s.Window)
+	}
+}
+
+func TestCredentialsFromEnvNeedBothKeys(t *testing.T) {
+	k, _, err := parse(t, "--aws_credentials_from_env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE"}
+	if _, err := k.OptionsFrom(func(name string) string { return env[name] }); err == nil {
+		t.Error("a missing AWS_SECRET_ACCESS_KEY was accepted")
+	}
+}
+
+func TestBadSourceFlagsAreRefused(t *testing.T) {
+	_, s, err := parse(t, "--starting_position=yesterday")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Resolve(false); err == nil || !strings.HasPrefix(err.Error(), "--starting_position: ") {
+		t.Errorf("Resolve: %v, want an error naming --starting_position", err)
+	}
+	for _, args := range [][]string{{"--window=0s"}, {"--max_read_time=-1s"}} {
+		_, s, err := parse(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Resolve(true); err == nil {
+			t.Errorf("%q was accepted", args)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+	"github.com/beamkinesis/beamkinesis/transforms/decode"
+	"github.com/beamkinesis/beamkinesis/transforms/filesink"
+)
+
+func init() {
+	beam.RegisterType(reflect.TypeOf((*Event)(nil)).Elem())
+	register.Function1x0(printStaged)
+}
+
+// Event is the schema of the staged records, the seed's {id, ts, v}. id and ts are
+// required; v may be absent or null (then empty).
+type Event struct {
+	ID string `json:"id"`
+	TS int64  `json:"ts"`
+	V  string `json:"v"`
+}
+
+// requiredKeys are the keys a record must have, not null, to be an Event.
+var requiredKeys = []string{"id", "ts"}
+
+// embeddedStream is the stream of the embedded mode.
+const embeddedStream = "iot-events"
+
+// embeddedRecords are put into the embedded stream: events and the usual ways records go
+// wrong.
+var embeddedRecords = []string{
+	`{"id":"a","ts":1,"v":"x"}`,
+	`{"id":"b","ts":2`,                       // truncated
+	`{"id":"c","ts":3,"v":"z","extra":true}`, // unknown keys are ignored unless --strict
+	`{"ts":4,"v":"w"}`,                       // no id
+	`{"id":"e","ts":"yesterday"}`,            // ts is not a number
+	"\xff\xfe not text",                      // not UTF-8
+	`{"id":"f","ts":6}`,
+}
+
+// config is the command line of kinesis-to-files.
+type config struct {
+	Stream     string
+	StagingDir string
+	Shards     int
+	Strict     bool
+	Kinesis    pipeflags.Kinesis
+	Source     pipeflags.Source
+}
+
+func (c *config) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.Stream, "stream", "", "Kinesis stream to read (default: an embedded in-process server with sample records)")
+	fs.StringVar(&c.StagingDir, "staging_dir", "", "directory for the files: events/ and dead-letters/ are created in it (default kinesis_staging/<stream>)")
+	fs.IntVar(&c.Shards, "shards", 1, "files per window for events (dead letters get one)")
+	fs.BoolVar(&c.Strict, "strict", false, "send records with keys that are not in the schema to the dead letters")
+	c.Kinesis.Register(fs)
+	c.Source.Register(fs, time.Minute)
+}
+
+// environment is what the embedded mode starts with; tests change it.
+type environment struct {
+	serverOptions []kinesistest.Option
+	// seed puts the records of the embedded stream; nil puts embeddedRecords.
+	seed func(ctx context.Context, srv *kinesistest.Server) error
+}
+
+// job is a resolved configuration.
+type job struct {
+	stream     string
+	opts       []kinesisio.Option
+	bounded    bool
+	window     time.Duration
+	eventsDir  string
+	deadDir    string
+	shards     int
+	jsonOption decode.JSONOptions
+	srv        *kinesistest.Server
+}
+
+// stop closes the embedded server, if any.
+func (j job) stop() {
+	if j.srv != nil {
+		j.srv.Close()
+	}
+}
+
+// prepare resolves cfg into a job. In the embedded mode it starts the server and seeds it.
+func prepare(ctx context.Context, cfg config, env environment) (job, error) {
+	if cfg.Shards < 1 {
+		return job{}, fmt.Errorf("--shards=%d: want at least one file per window", cfg.Shards)
+	}
+	j := job{stream: cfg.Stream, window: cfg.Source.Window, shards: cfg.Shards,
+		jsonOption: decode.JSONOptions{DisallowUnknownFields: cfg.Strict, Required: requiredKeys}}
+	// Flags are checked before the embedded server starts.
+	bounded, read, err := cfg.Source.Resolve(cfg.Stream == "")
+	if err != nil {
+		return job{}, err
+	}
+	switch {
+	case cfg.Stream == "" && cfg.Kinesis.Endpoint != "":
+		return job{}, errors.New("--kinesis_endpoint needs --stream, the stream to read there")
+	case cfg.Stream == "":
+		seed := env.seed
+		if seed == nil {
+			seed = func(ctx context.Context, srv *kinesistest.Server) error {
+				return embedded.PutStrings(ctx, srv.Client(), embeddedStream, "1", embeddedRecords...)
+			}
+		}
+		srv, err := embedded.Launch(ctx, embedded.Setup{Streams: []string{embeddedStream}, Shards: 2, Seed: seed, ServerOptions: env.serverOptions})
+		if err != nil {
+			return job{}, err
+		}
+		j.srv, j.stream, j.opts = srv, embeddedStream, embedded.Options(srv)
+	default:
+		opts, err := cfg.Kinesis.Options()
+		if err != nil {
+			return job{}, err
+		}
+		j.opts = opts
+	}
+	j.bounded, j.opts = bounded, append(j.opts, read...)
+	dir := cfg.StagingDir
+	if dir == "" {
+		dir = filepath.Join("kinesis_staging", j.stream)
+	}
+	j.eventsDir, j.deadDir = filepath.Join(dir, "events"), filepath.Join(dir, "dead-letters")
+	return j, nil
+}
+
+// build adds the pipeline to s and returns the paths of the event files and of the
+// dead-letter files it writes, two PCollection<string>.
+func (j job) build(s beam.Scope) (eventFiles, deadLetterFiles beam.PCollection) {
+	recs := pipeflags.Read(s, j.stream, j.bounded, j.opts)
+	recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
+	events, dead := decode.JSON(s, recs, reflect.TypeOf(Event{}), j.jsonOption)
+	eventFiles = filesink.Write(s.Scope("Events"), filesink.EncodeJSON(s, events), filesink.Config{Dir: j.eventsDir, Shards: j.shards})
+	deadLetterFiles = filesink.Write(s.Scope("DeadLetters"), filesink.EncodeJSON(s, dead), filesink.Config{Dir: j.deadDir})
+	return eventFiles, deadLetterFiles
+}
+
+// printStaged reports a file written.
+func printStaged(path string) {
+	fmt.Println("staged", path)
+}

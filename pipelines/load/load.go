@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/report"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+func init() {
+	register.DoFn2x0[int64, func(kinesisio.Message)](&generateFn{})
+	register.DoFn1x1[int64, int64](&tickStartFn{})
+	register.Emitter1[kinesisio.Message]()
+}
+
+// Record formats, the values of --format.
+const (
+	formatText = "text"
+	formatJSON = "json"
+)
+
+// embeddedStream is the stream of the embedded mode.
+const embeddedStream = "load"
+
+// metricsNamespace is the namespace of the pipeline's metrics.
+const metricsNamespace = "pipelines.load"
+
+// chunkSize is how many records one element of a bounded load generates.
+const chunkSize = 1000
+
+// tickInterval is how often a rate-limited load emits a batch of records; slower rates
+// emit one record per tick.
+const tickInterval = 100 * time.Millisecond
+
+// config is the command line of load.
+type config struct {
+	Stream      string
+	Rate        float64
+	Size        int
+	Count       int64
+	Keys        int
+	Format      string
+	Aggregation bool
+	Shards      int
+	Kinesis     pipeflags.Kinesis
+}
+
+func (c *config) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.Stream, "stream", "", "Kinesis stream to write (default: a stream \"load\" on an embedded in-process server)")
+	fs.Float64Var(&c.Rate, "rate", 0, "records per second (0: as fast as the stream accepts them)")
+	fs.IntVar(&c.Size, "size", 100, "bytes of data per record")
+	fs.Int64Var(&c.Count, "count", 10000, "records to write (0 with --rate: write until stopped)")
+	fs.IntVar(&c.Keys, "keys", 100, "distinct partition keys, used round-robin (0: a random key per record)")
+	fs.StringVar(&c.Format, "format", formatText, "text: \"record <n> \" padded with letters; json: {\"id\":\"<n>\",\"ts\":<ms>,\"v\":<padding>}")
+	fs.BoolVar(&c.Aggregation, "aggregation", true, "pack records into KPL aggregates")
+	fs.IntVar(&c.Shards, "shards", 2, "shards of the embedded stream")
+	c.Kinesis.Register(fs)
+}
+
+// environment is what the embedded mode starts with; tests change it.
+type environment struct {
+	serverOptions []kinesistest.Option
+}
+
+// job is a resolved configuration.
+type job struct {
+	stream string
+	opts   []kinesisio.Option
+	gen    generateFn
+	count  int64
+	rate   float64
+	srv    *kinesistest.Server
+}
+
+// stop closes the embedded server, if any.
+func (j job) stop() {
+	if j.srv != nil {
+		j.srv.Close()
+	}
+}
+
+// prepare resolves cfg into a job, starting the embedded server when no stream is given.
+func prepare(cfg config, env environment) (job, error) {
+	switch {
+	case cfg.Rate < 0:
+		return job{}, fmt.Errorf("--rate=%v must not be negative", cfg.Rate)
+	case cfg.Size < 1 || cfg.Size > 1<<20:
+		return job{}, fmt.Errorf("--size=%d is outside 1..1048576 (a record's data limit)", cfg.Size)
+	case cfg.Count < 0 || (cfg.Count == 0 && cfg.Rate == 0):
+		return job{}, fmt.Errorf("--count=%d: want a positive count (or 0 with a --rate to write until stopped)", cfg.Count)
+	case cfg.Keys < 0:
+		return job{}, fmt.Errorf("--keys=%d must not be negative", cfg.Keys)
+	case cfg.Format != formatText && cfg.Format != formatJSON:
+		return job{}, fmt.Errorf("--format=%q: want %s or %s", cfg.Format, formatText, formatJSON)
+	case cfg.Stream == "" && cfg.Kinesis.Endpoint != "":
+		return job{}, errors.New("--kinesis_endpoint needs --stream, the stream to write there")
+	}
+	j := job{stream: cfg.Stream, count: cfg.Count, rate: cfg.Rate,
+		gen: generateFn{Size: cfg.Size, Count: cfg.Count, Keys: cfg.Keys, JSON: cfg.Format == formatJSON, PerElement: chunkSize}}
+	if cfg.Stream == "" {
+		srv, err := embedded.Launch(context.Background(), embedded.Setup{Streams: []string{embeddedStream}, Shards: cfg.Shards, ServerOptions: env.serverOptions})
+		if err != nil {
+			return job{}, err
+		}
+		j.srv, j.stream, j.opts = srv, embeddedStream, embedded.Options(srv)
+	} else {
+		opts, err := cfg.Kinesis.Options()
+		if err != nil {
+			return job{}, err
+		}
+		j.opts = opts
+	}
+	if cfg.Aggregation {
+		j.opts = append(j.opts, kinesisio.WithAggregation())
+	} else {
+		j.opts = append(j.opts, kinesisio.WithoutAggregation())
+	}
+	return j, nil
+}
+
+// build adds the load to s, starting its clock at now for a rate-limited load, and returns
+// the failed messages after reporting them.
+func (j job) build(s beam.Scope, now time.Time) beam.PCollection {
+	var elements beam.PCollection
+	gen := j.gen
+	if j.rate == 0 {
+		// Bounded: one element per chunk of record numbers, spread over workers.
+		var starts []int64
+		for i := int64(0); i < j.count; i += chunkSize {
+			starts = append(starts, i)
+		}
+		elements = beam.Reshuffle(s, beam.CreateList(s, starts))
+	} else {
+		interval, perTick := ticks(j.rate)
+		gen.PerElement = perTick
+		end := now.Add(100 * 365 * 24 * time.Hour) // until stopped
+		if j.count > 0 {
+			n := (j.count + perTick - 1) / perTick
+			end = now.Add(time.Duration(n) * interval)
+		}
+		seq := periodic.Sequence(s, beam.Create(s, periodic.NewSequenceDefinition(now, end, interval)))
+		elements = beam.ParDo(s, &tickStartFn{PerTick: perTick}, seq)
+	}
+	msgs := beam.ParDo(s, &gen, elements)
+	failed := kinesisio.Write(s, j.stream, msgs, j.opts...)
+	report.Failures(s, metricsNamespace, failed)
+	return failed
+}
+
+// ticks returns how often a load at rate records a second emits, and how many records
+// each time.
+func ticks(rate float64) (time.Duration, int64) {
+	if per := int64(rate * tickInterval.Seconds()); per >= 1 {
+		return tickInterval, per
+	}
+	return time.Duration(float64(time.Second) / rate).Truncate(time.Millisecond), 1
+}
+
+// tickStartFn turns a tick number into the number of the tick's first record.
+type tickStartFn struct {
+	PerTick int64
+}
+
+func (fn *tickStartFn) ProcessElement(tick int64) int64 { return tick * fn.PerTick }
+
+// generateFn generates the records numbered from an element's value: PerElement of them,
+// or fewer at the end of Count (no end when Count is 0).
+type generateFn struct {
+	Size       int
+	Count      int64
+	Keys       int
+	JSON       bool
+	PerElement int64
+}
+
+func (fn *generateFn) ProcessElement(first int64, emit func(kinesisio.Message)) {
+	last := first + fn.PerElement
+	if fn.Count > 0 {
+		last = min(last, fn.Count)
+	}
+	for i := first; i < last; i++ {
+		emit(kinesisio.Message{PartitionKey: partitionKey(i, fn.Keys), Data: payload(i, fn.Size, fn.JSON)})
+	}
+}
+
+// partitionKey is record i's key: round-robin over keys keys, or random when keys is 0.
+func partitionKey(i int64, keys int) string {
+	if keys == 0 {
+		return strconv.FormatUint(rand.Uint64(), 10)
+	}
+	return "key-" + strconv.FormatInt(i%int64(keys), 10)
+}
+
+// padding is what records are padded with.
+const padding = "abcdefghijklmnopqrstuvwxyz"
+
+// payload is record i's data, size bytes long: "record <i> " then letters (cut to size
+// when shorter), or with asJSON a {"id","ts","v"} object whose v pads it to size where
+// size allows.
+func payload(i int64, size int, asJSON bool) []byte {
+	if !asJSON {
+		head := "record " + strconv.FormatInt(i, 10) + " "
+		return []byte(pad(head, size))
+	}
+	id := strconv.FormatInt(i, 10)
+	ts := time.Now().UnixMilli()
+	b, _ := json.Marshal(struct {
+		ID string `json:"id"`
+		TS int64  `json:"ts"`
+		V  string `json:"v"`
+	}{id, ts, ""})
+	v := pad("", size-len(b))
+	b, _ = json.Marshal(struct {
+		ID string `json:"id"`
+		TS int64  `json:"ts"`
+		V  string `json:"v"`
+	}{id, ts, v})
+	return b
+}
+
+// pad extends s with letters to size bytes, or cuts it to size.
+func pad(s string, size int) string {
+	if size <= len(s) {
+		return s[:max(size, 0)]
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteString(s)
+	for b.Len() < size {
+		b.WriteString(padding[:min(len(padding), size-b.Len())])
+	}
+	return b.String()
+}
+
+// run writes the load cfg describes on the runner Beam's flags select and prints a summary.
+func run(ctx context.Context, cfg config) error {
+	j, err := prepare(cfg, environment{})
+	if err != nil {
+		return err
+	}
+	defer j.stop()
+	p, s := beam.NewPipelineWithRoot()
+	start := time.Now()
+	j.build(s, start)
+	res, err := beamx.RunWithMetrics(ctx, p)
+	if err != nil {
+		return fmt.Errorf("running the pipeline: %w", err)
+	}
+	if res == nil { // --runner=vet checks the graph and runs nothing
+		return nil
+	}
+	elapsed := time.Since(start)
+	fmt.Printf("wrote %d records of %d bytes to %s in %v (%.0f records/s); %d failed\n",
+		cfg.Count, cfg.Size, j.stream, elapsed.Round(time.Millisecond), float64(cfg.Count)/elapsed.Seconds(), report.FailedCount(res, metricsNamespace))
+	if j.srv != nil {
+		recs, kinesisRecords, err := embedded.UserRecords(j.srv, j.stream)
+		if err != nil {
+			return err
+		}
+		perShard := map[string]int{}
+		for _, r := range recs {
+			perShard[r.ShardID]++
+		}
+		fmt.Fprintf(os.Stdout, "stream %s holds %d records in %d Kinesis records; per shard: %v\n", j.stream, len(recs), kinesisRecords, perShard)
+	}
+	return nil
+}

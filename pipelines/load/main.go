@@ -1,0 +1,31 @@
+// Command load writes synthetic records to a Kinesis stream with kinesisio.Write, for demos
+// and benchmarks: --count records of --size bytes at --rate records a second (0: as fast
+// as the stream takes them) under --keys distinct partition keys (0: a random key per
+// record). --format=json writes {id, ts, v} objects that kinesis-to-files stages.
+//
+// With no --stream it writes to a stream "load" on an in-process Kinesis server and
+// prints what the stream then holds:
+//
+//	go run ./pipelines/load --count=100000 --size=200
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+)
+
+func main() {
+	var cfg config
+	cfg.register(flag.CommandLine)
+	flag.Parse()
+	beam.Init()
+
+	if err := run(context.Background(), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+}

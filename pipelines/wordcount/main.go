@@ -1,0 +1,58 @@
+// Command wordcount counts the words of a Kinesis stream and prints them as a table, like
+// the console output of the Spark Kinesis connector's word count:
+//
+//	+---------+-----+
+//	|     word|count|
+//	+---------+-----+
+//	|  Kinesis|    1|
+//	...
+//
+// With no flags it starts an in-process Kinesis server, creates the stream "words", puts
+// the seed's words and a sample text, reads them back with kinesisio, and prints one table:
+//
+//	go run ./pipelines/wordcount
+//
+// With --stream (and --kinesis_region or --kinesis_endpoint) it reads a real stream:
+// streaming by default, in fixed windows of --window, printing each window's table when the
+// watermark passes its end; with --bounded, a one-shot count of what the stream holds.
+// Beam's flags choose the runner (--runner=prism is the default; universal, flink,
+// dataflow).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+)
+
+func main() {
+	var cfg config
+	cfg.register(flag.CommandLine)
+	flag.Parse()
+	beam.Init()
+
+	if err := run(context.Background(), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "wordcount:", err)
+		os.Exit(1)
+	}
+}
+
+// run builds the pipeline cfg describes, prints its tables and runs it on the runner
+// Beam's flags select.
+func run(ctx context.Context, cfg config) error {
+	j, err := prepare(ctx, cfg, environment{})
+	if err != nil {
+		return err
+	}
+	defer j.stop()
+	p, s := beam.NewPipelineWithRoot()
+	beam.ParDo0(s, printTable, j.build(s))
+	if err := beamx.Run(ctx, p); err != nil {
+		return fmt.Errorf("running the pipeline: %w", err)
+	}
+	return nil
+}
