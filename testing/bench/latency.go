@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+// defaultPollInterval is kinesisio's default WithPollInterval, which the baseline loop
+// uses too so that both wait alike on an empty shard.
+const defaultPollInterval = time.Second
+
+// latencyData is a 100-byte payload: put time (UnixNano) and index, big-endian.
+func latencyData(put time.Time, idx uint64) []byte {
+	b := make([]byte, recordSize)
+	binary.BigEndian.PutUint64(b, uint64(put.UnixNano()))
+	binary.BigEndian.PutUint64(b[8:], idx)
+	return b
+}
+
+// produce puts one record every 1/rate with PutRecord until ctx ends, and returns how many
+// it put.
+func produce(ctx context.Context, client *kinesis.Client, stream string, rate int) (uint64, error) {
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	defer t.Stop()
+	var idx uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return idx, nil
+		case <-t.C:
+		}
+		now := time.Now()
+		_, err := client.PutRecord(ctx, &kinesis.PutRecordInput{
+			StreamName: aws.String(stream), PartitionKey: aws.String(fmt.Sprint("p", idx)), Data: latencyData(now, idx),
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return idx, nil
+			}
+			return idx, fmt.Errorf("PutRecord: %w", err)
+		}
+		idx++
+	}
+}
+
+// pollLoop is the latency baseline: per shard, GetRecords from LATEST, again at once after a
+// page with records and after defaultPollInterval after an empty one, until ctx ends.
+func pollLoop(ctx context.Context, client *kinesis.Client, stream string, got map[uint64]time.Duration, mu *sync.Mutex) error {
+	out, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil {
+		return fmt.Errorf("listing shards: %w", err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(out.Shards))
+	for i, sh := range out.Shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
+				StreamName: aws.String(stream), ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeLatest,
+			})
+			if err != nil {
+				errs[i] = fmt.Errorf("GetShardIterator: %w", err)
+				return
+			}
+			for iter := it.ShardIterator; iter != nil && ctx.Err() == nil; {
+				res, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
+				if err != nil {
+					if ctx.Err() == nil {
+						errs[i] = fmt.Errorf("GetRecords: %w", err)
+					}
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				for _, r := range res.Records {
+					got[binary.BigEndian.Uint64(r.Data[8:])] = now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(r.Data))))
+				}
+				mu.Unlock()
+				iter = res.NextShardIterator
+				if len(res.Records) == 0 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(defaultPollInterval):
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// percentile returns the p-th percentile (0..100) of sorted durations, nearest rank.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p/100*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// rowLatency is row 6. Its p50 ≈ half and p99 ≈ all of WithPollInterval (1 s by default),
+// for the Read and the baseline alike: at moderate rates most GetRecords calls right after
+// a page come back empty, and the reader then sleeps the poll interval; Prism's
+// checkpointing adds nothing measurable. Lower latency is a WithPollInterval away, at the
+// cost of more of the 5 GetRecords calls per second a shard allows all its consumers.
+//
+// The row: a producer puts timestamped records at LatencyRate per second while a
+// streaming Read with default options (plus WithMaxReadTime, so that it ends) and the
+// baseline loop consume them; both note put → seen per record, and the percentiles are over
+// the records both saw.
+func (b *Bench) rowLatency(ctx context.Context) (Row, error) {
+	srv, err := kinesistest.Start()
+	if err != nil {
+		return Row{}, fmt.Errorf("starting the Kinesis server: %w", err)
+	}
+	defer srv.Close()
+	if err := srv.CreateStream("lat", b.cfg.Shards); err != nil {
+		return Row{}, fmt.Errorf("creating stream lat: %w", err)
+	}
+	resetCounters()
+	latencyMu.Lock()
+	latencyByIndex = map[uint64]time.Duration{}
+	latencyMu.Unlock()
+	loopGot := map[uint64]time.Duration{}
+	var loopMu sync.Mutex
+
+	pctx, stopProducer := context.WithCancel(ctx)
+	defer stopProducer()
+	var wg sync.WaitGroup
+	var produced uint64
+	var prodErr, loopErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		produced, prodErr = produce(pctx, srv.Client(), "lat", b.cfg.LatencyRate)
+	}()
+	go func() {
+		defer wg.Done()
+		loopErr = pollLoop(pctx, srv.Client(), "lat", loopGot, &loopMu)
+	}()
+
+	p, s := beam.NewPipelineWithRoot()
+	recs := kinesisio.Read(s, "lat", connect(srv.URL(), kinesisio.WithMaxReadTime(b.cfg.LatencyTime))...)
+	sink(s, beam.ParDo(s, &latencyFn{}, recs))
+	start := time.Now()
+	_, err = run(ctx, p, "latency-read")
+	took := time.Since(start)
+	stopProducer()
+	wg.Wait()
+	if err := errors.Join(err, prodErr, loopErr); err != nil {
+		return Row{}, err
+	}
+	latencyMu.Lock()
+	defer latencyMu.Unlock()
+	var ours, theirs []time.Duration
+	for idx, d := range latencyByIndex {
+		if l, ok := loopGot[idx]; ok {
+			ours = append(ours, d)
+			theirs = append(theirs, l)
+		}
+	}
+	if len(ours) == 0 {
+		return Row{}, fmt.Errorf("no record was seen by both the Read (%d) and the loop (%d) of %d put", len(latencyByIndex), len(loopGot), produced)
+	}
+	slices.Sort(ours)
+	slices.Sort(theirs)
+	b.cfg.logf("latency: %d put, Read saw %d, loop %d, both %d, pipeline %v", produced, len(latencyByIndex), len(loopGot), len(ours), took.Round(time.Millisecond))
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/1e6) }
+	return Row{
+		ID:       "6",
+		Name:     fmt.Sprintf("Latency put → emitted, streaming Read (default options), %d rec/s for %v", b.cfg.LatencyRate, b.cfg.LatencyTime),
+		Measured: fmt.Sprintf("p50 %s, p99 %s", ms(percentile(ours, 50)), ms(percentile(ours, 99))),
+		Baseline: fmt.Sprintf("p50 %s, p99 %s (GetRecords loop from LATEST, 1 s poll when empty)", ms(percentile(theirs, 50)), ms(percentile(theirs, 99))),
+		Ratio:    float64(percentile(ours, 50)) / float64(max(percentile(theirs, 50), time.Millisecond)),
+		Target:   "none set (lower is better)",
+		Notes: fmt.Sprintf("ratio of p50s; p99 ratio %.2f×; over %s records both saw (%s put, Read saw %s)",
+			float64(percentile(ours, 99))/float64(max(percentile(theirs, 99), time.Millisecond)),
+			group(int64(len(ours))), group(int64(produced)), group(int64(len(latencyByIndex)))),
+		Rate:   float64(len(latencyByIndex)) / took.Seconds(),
+		Counts: map[string]int64{"produced": int64(produced), "read": int64(len(latencyByIndex)), "both": int64(len(ours))},
+	}, nil
+}

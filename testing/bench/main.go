@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+)
+
+func main() {
+	if os.Getenv(ServeEnv) == "1" {
+		if err := Serve(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	quick := flag.Bool("quick", false, "scale sizes down (50,000 records) for CI")
+	rows := flag.String("rows", "", "comma-separated rows to run, 1..6 (default all)")
+	records := flag.Int("records", 0, "records per read and write (overrides the mode's size)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each connector pipeline to this path plus \".<pipeline>\"")
+	memprofile := flag.String("memprofile", "", "write an allocation profile to this file at the end")
+	verbose := flag.Bool("v", true, "log progress to stderr")
+	flag.Parse()
+	beam.Init()
+
+	cfg := FullConfig()
+	mode := "full"
+	if *quick {
+		cfg, mode = QuickConfig(), "quick"
+	}
+	if *records > 0 {
+		cfg.Records = *records
+	}
+	sel, err := parseRows(*rows)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	cfg.Rows = sel
+	if *verbose {
+		cfg.Log = os.Stderr
+	}
+	if err := report(cfg, mode, *cpuprofile, *memprofile); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// parseRows reads "1,3,5" into a set.
+func parseRows(s string) (map[int]bool, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[int]bool{}
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 6 {
+			return nil, fmt.Errorf("--rows: %q is not a row number 1..6", f)
+		}
+		out[n] = true
+	}
+	return out, nil
+}
+
+func report(cfg Config, mode, cpuprofile, memprofile string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	m := DescribeMachine()
+	cpuProfilePrefix = cpuprofile
+	if memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+	b := NewBench(cfg)
+	rows, err := b.Run(ctx)
+	if werr := WriteTable(os.Stdout, m, mode, rows); werr != nil && err == nil {
+		err = fmt.Errorf("writing the table: %w", werr)
+	}
+	if memprofile != "" {
+		f, ferr := os.Create(memprofile)
+		if ferr != nil {
+			return fmt.Errorf("creating the memory profile: %w", ferr)
+		}
+		defer f.Close()
+		if perr := pprof.Lookup("allocs").WriteTo(f, 0); perr != nil && err == nil {
+			err = fmt.Errorf("writing the memory profile: %w", perr)
+		}
+	}
+	return err
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Bench runs the rows of one report, sharing the read server between rows 1 and 2.
+type Bench struct {
+	cfg     Config
+	read    *readSetup
+	closers []func() error
+}
+
+// NewBench returns a Bench for cfg.
+func NewBench(cfg Config) *Bench { return &Bench{cfg: cfg} }
+
+// Close releases the servers the rows started.
+func (b *Bench) Close() {
+	for _, c := range b.closers {
+		_ = c()
+	}
+	b.closers = nil
+	b.read = nil
+}
+
+// Run measures the selected rows: the codec first, while the process is quiet, then the
+// reads (whose server is closed after them, as it holds every record in memory), the write,
+// memory and latency. It returns the rows in table order, and those measured before an
+// error.
+func (b *Bench) Run(ctx context.Context) ([]Row, error) {
+	defer b.Close()
+	one := func(f func(context.Context) (Row, error)) func(context.Context) ([]Row, error) {
+		return func(ctx context.Context) ([]Row, error) {
+			r, err := f(ctx)
+			return []Row{r}, err
+		}
+	}
+	steps := []struct {
+		n int
+		f func(context.Context) ([]Row, error)
+	}{
+		{4, b.rowsCodec}, {1, one(b.rowRead)}, {2, one(b.rowDeaggregate)},
+		{0, func(context.Context) ([]Row, error) { b.Close(); return nil, nil }},
+		{3, one(b.rowWrite)}, {5, one(b.rowMemory)}, {6, one(b.rowLatency)},
+	}
+	var rows []Row
+	for _, s := range steps {
+		if s.n == 0 {
+			_, _ = s.f(ctx)
+			continue
+		}
+		if !b.cfg.row(s.n) {
+			continue
+		}
+		b.cfg.logf("row %d", s.n)
+		rs, err := s.f(ctx)
+		if err != nil {
+			return sortRows(rows), fmt.Errorf("row %d: %w", s.n, err)
+		}
+		rows = append(rows, rs...)
+	}
+	return sortRows(rows), nil
+}
+
+func sortRows(rows []Row) []Row {
+	slices.SortStableFunc(rows, func(a, b Row) int { return strings.Compare(a.ID, b.ID) })
+	return rows
+}
