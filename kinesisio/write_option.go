@@ -186,8 +186,10 @@ func WithRateLimit(percent int) Option {
 	}}
 }
 
-// WithMaxBufferedBytes bounds the bytes of messages a worker holds before they are
-// acknowledged, at least 1 MiB; processing blocks beyond it. Default 32 MiB.
+// WithMaxBufferedBytes bounds the memory a worker's writer holds in messages not yet
+// acknowledged, at least 1 MiB; processing blocks beyond it. Default 32 MiB. A message counts
+// its partition key and data twice (the message and its encoded copy) plus about 256 bytes of
+// bookkeeping, so the bound holds for the heap, not just for the payload bytes.
 func WithMaxBufferedBytes(n int) Option {
 	return Option{name: "WithMaxBufferedBytes", dirs: dirWrite, apply: func(c *config) error {
 		if n < batch.DefaultMaxRecordBytes {
