@@ -19,26 +19,18 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/report"
 )
 
 func main() {
-	var cfg config
-	cfg.register(flag.CommandLine)
-	flag.Parse()
-	beam.Init()
-
-	if err := run(context.Background(), cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "kinesis-to-kinesis:", err)
-		os.Exit(1)
-	}
+	pipeflags.Main("kinesis-to-kinesis", (*config).register, run)
 }
 
 // run builds the pipeline cfg describes and runs it on the runner Beam's flags select.

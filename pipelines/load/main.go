@@ -9,23 +9,8 @@
 //	go run ./pipelines/load --count=100000 --size=200
 package main
 
-import (
-	"context"
-	"flag"
-	"fmt"
-	"os"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-)
+import "github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 
 func main() {
-	var cfg config
-	cfg.register(flag.CommandLine)
-	flag.Parse()
-	beam.Init()
-
-	if err := run(context.Background(), cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "load:", err)
-		os.Exit(1)
-	}
+	pipeflags.Main("load", (*config).register, run)
 }

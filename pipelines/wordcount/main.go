@@ -21,24 +21,16 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 )
 
 func main() {
-	var cfg config
-	cfg.register(flag.CommandLine)
-	flag.Parse()
-	beam.Init()
-
-	if err := run(context.Background(), cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "wordcount:", err)
-		os.Exit(1)
-	}
+	pipeflags.Main("wordcount", (*config).register, run)
 }
 
 // run builds the pipeline cfg describes, prints its tables and runs it on the runner

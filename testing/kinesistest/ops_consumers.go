@@ -1,9 +1,5 @@
 package kinesistest
 
-import (
-	"strconv"
-)
-
 // RegisterStreamConsumer, DescribeStreamConsumer, ListStreamConsumers and
 // DeregisterStreamConsumer.
 
@@ -203,18 +199,12 @@ func (s *Server) listStreamConsumers(r *request) (any, error) {
 	}
 	var v violations
 	checkStreamARN(in.StreamARN, &v)
-	if m := in.MaxResults; m != nil && (*m < 1 || *m > 10000) {
-		v.add(strconv.Itoa(int(*m)), "maxResults", "have value between 1 and 10000")
-	}
+	limit := pageSize(in.MaxResults, "maxResults", 100, &v)
 	if t := in.NextToken; t != nil && (len(*t) < 1 || len(*t) > 1048576) {
 		v.add(*t, "nextToken", "have length between 1 and 1048576")
 	}
 	if err := v.err(); err != nil {
 		return nil, err
-	}
-	limit := 100
-	if in.MaxResults != nil {
-		limit = int(*in.MaxResults)
 	}
 	st, err := s.stream(streamRef{StreamARN: in.StreamARN})
 	if err != nil {

@@ -43,12 +43,7 @@ func (s *Server) getShardIterator(r *request) (any, error) {
 		return nil, err
 	}
 	var v violations
-	switch {
-	case in.ShardId == nil:
-		v.addNull("shardId")
-	case len(*in.ShardId) < 1 || len(*in.ShardId) > 128 || !streamNamePattern.MatchString(*in.ShardId):
-		v.add(*in.ShardId, "shardId", "satisfy regular expression pattern: [a-zA-Z0-9_.-]+")
-	}
+	checkShardIDMember(in.ShardId, "shardId", &v)
 	if in.ShardIteratorType == nil {
 		v.addNull("shardIteratorType")
 	} else {

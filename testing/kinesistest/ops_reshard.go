@@ -67,10 +67,7 @@ func (st *stream) requireReshardableLocked(op string, nowMs int64) error {
 	if st.mode == modeOnDemand {
 		return errorf(codeValidation, "%s is not supported for stream %s under account %s because it is in ON_DEMAND capacity mode.", op, st.name, AccountID)
 	}
-	if status := st.statusLocked(nowMs); status != statusActive {
-		return errorf(codeResourceInUse, "Stream %s under account %s not ACTIVE, instead in state %s", st.name, AccountID, status)
-	}
-	return nil
+	return st.requireActiveLocked(nowMs)
 }
 
 // openShardLocked finds the open shard a resharding call names; verb is

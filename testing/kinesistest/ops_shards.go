@@ -1,9 +1,5 @@
 package kinesistest
 
-import (
-	"strconv"
-)
-
 // ListShards.
 
 const (
@@ -58,14 +54,10 @@ func (s *Server) listShards(r *request) (any, error) {
 	if err := decodeInput(r.body, &in); err != nil {
 		return nil, err
 	}
-	maxResults := listShardsDefaultMax
-	if in.MaxResults != nil {
-		if *in.MaxResults < 1 || *in.MaxResults > 10000 {
-			var v violations
-			v.add(strconv.Itoa(int(*in.MaxResults)), "maxResults", "have value between 1 and 10000")
-			return nil, v.err()
-		}
-		maxResults = min(int(*in.MaxResults), listShardsDefaultMax)
+	var v violations
+	maxResults := min(pageSize(in.MaxResults, "maxResults", listShardsDefaultMax, &v), listShardsDefaultMax)
+	if err := v.err(); err != nil {
+		return nil, err
 	}
 
 	var (

@@ -155,19 +155,28 @@ type describeStreamOutput struct {
 	StreamDescription streamDescriptionJSON
 }
 
+// pageSize returns the value of member, an optional page size (a Limit or
+// MaxResults), or def when it is absent. The model bounds it to 1..10000; a
+// value outside adds a violation to v.
+func pageSize(n *int32, member string, def int, v *violations) int {
+	if n == nil {
+		return def
+	}
+	if *n < 1 || *n > 10000 {
+		v.add(strconv.Itoa(int(*n)), member, "have value between 1 and 10000")
+	}
+	return int(*n)
+}
+
 func (s *Server) describeStream(r *request) (any, error) {
 	var in describeStreamInput
 	if err := decodeInput(r.body, &in); err != nil {
 		return nil, err
 	}
-	limit := 100
-	if in.Limit != nil {
-		if *in.Limit < 1 || *in.Limit > 10000 {
-			var v violations
-			v.add(strconv.Itoa(int(*in.Limit)), "limit", "have value between 1 and 10000")
-			return nil, v.err()
-		}
-		limit = int(*in.Limit)
+	var v violations
+	limit := pageSize(in.Limit, "limit", 100, &v)
+	if err := v.err(); err != nil {
+		return nil, err
 	}
 	st, err := s.stream(in.streamRef)
 	if err != nil {
@@ -277,14 +286,10 @@ func (s *Server) listStreams(r *request) (any, error) {
 	if err := decodeInput(r.body, &in); err != nil {
 		return nil, err
 	}
-	limit := 100
-	if in.Limit != nil {
-		if *in.Limit < 1 || *in.Limit > 10000 {
-			var v violations
-			v.add(strconv.Itoa(int(*in.Limit)), "limit", "have value between 1 and 10000")
-			return nil, v.err()
-		}
-		limit = int(*in.Limit)
+	var v violations
+	limit := pageSize(in.Limit, "limit", 100, &v)
+	if err := v.err(); err != nil {
+		return nil, err
 	}
 	after := ""
 	if in.ExclusiveStartStreamName != nil {
@@ -371,8 +376,8 @@ func (s *Server) changeRetention(r *request, increase bool) (any, error) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if status := st.statusLocked(r.nowMs); status != statusActive {
-		return nil, errorf(codeResourceInUse, "Stream %s under account %s not ACTIVE, instead in state %s", st.name, AccountID, status)
+	if err := st.requireActiveLocked(r.nowMs); err != nil {
+		return nil, err
 	}
 	current := int(st.retention / time.Hour)
 	if increase && hours < current {
@@ -421,8 +426,8 @@ func (s *Server) updateMaxRecordSize(r *request) (any, error) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if status := st.statusLocked(r.nowMs); status != statusActive {
-		return nil, errorf(codeResourceInUse, "Stream %s under account %s not ACTIVE, instead in state %s", st.name, AccountID, status)
+	if err := st.requireActiveLocked(r.nowMs); err != nil {
+		return nil, err
 	}
 	st.maxRecordSize = int(*in.MaxRecordSizeInKiB) << 10
 	return nil, nil

@@ -165,6 +165,15 @@ func (st *stream) statusLocked(nowMs int64) string {
 	return statusActive
 }
 
+// requireActiveLocked refuses control-plane changes to a stream that is not
+// ACTIVE.
+func (st *stream) requireActiveLocked(nowMs int64) error {
+	if status := st.statusLocked(nowMs); status != statusActive {
+		return errorf(codeResourceInUse, "Stream %s under account %s not ACTIVE, instead in state %s", st.name, AccountID, status)
+	}
+	return nil
+}
+
 // markBusyLocked puts the stream in status for delay (no-op for zero delay).
 func (st *stream) markBusyLocked(status string, nowMs int64, delay time.Duration) {
 	if delay <= 0 {

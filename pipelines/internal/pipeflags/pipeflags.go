@@ -1,6 +1,6 @@
 // Package pipeflags holds the command-line flags the pipelines share: how to reach Kinesis,
 // where to start reading, bounded or streaming, and the window size, and turns them into
-// kinesisio options.
+// kinesisio options. Main is the commands' shared main function.
 //
 // Beam already owns --region (the GCP region of a Dataflow job) and --endpoint (the job
 // service of the universal, Flink and Prism job-server runners), so the Kinesis flags are
