@@ -33,8 +33,11 @@ func init() {
 // the last record it emitted. Event times are arrival times unless a watermark policy option
 // says otherwise; idle shards advance their watermark after WithIdleThreshold.
 //
-// Reading starts at WithStartingPosition (Latest by default) and never ends unless
-// WithMaxReadTime is given. Client options say how to reach Kinesis; a bad option panics.
+// Shards are polled with GetRecords unless WithEnhancedFanOut (or
+// WithEnhancedFanOutConsumerARN) makes them subscribed with SubscribeToShard; a subscription
+// is kept open from one checkpoint to the next on the same worker. Reading starts at
+// WithStartingPosition (Latest by default) and never ends unless WithMaxReadTime is given.
+// Client options say how to reach Kinesis; a bad option panics.
 func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 	s = s.Scope("kinesisio.Read")
 	validateStreamName("kinesisio.Read", stream)
@@ -78,6 +81,14 @@ func (fn *shardFn) Setup(ctx context.Context) error {
 	}
 	fn.reader = r
 	return nil
+}
+
+// Teardown closes the enhanced fan-out subscriptions this instance left open for a next
+// ProcessElement call that did not come.
+func (fn *shardFn) Teardown() {
+	if fn.reader != nil {
+		fn.reader.closeSubscriptions()
+	}
 }
 
 // CreateInitialRestriction covers the whole shard from its start position to the read's end.

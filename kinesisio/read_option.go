@@ -39,6 +39,9 @@ const maxGetRecordsLimit = 10000
 //	kinesis.client.describeShardInterval         WithDescribeShardInterval
 //	kinesis.client.numRetries, retryIntervalMs,
 //	kinesis.client.maxRetryIntervalMs            WithRetries
+//	kinesis.consumerType = GetRecords            the default (polling)
+//	kinesis.consumerType = SubscribeToShard,
+//	kinesis.consumerName                         WithEnhancedFanOut (or WithEnhancedFanOutConsumerARN)
 type readConfig struct {
 	start                 StartingPosition
 	failOnDataLoss        bool
@@ -54,6 +57,9 @@ type readConfig struct {
 	deaggregate           bool
 	maxRecords            int64
 	maxReadTime           time.Duration
+	consumerName          string
+	consumerARN           string
+	noSubscriptionReuse   bool
 }
 
 // The defaults follow the Spark connectors' seeds where they have one.

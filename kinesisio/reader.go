@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -47,6 +48,12 @@ type readSpec struct {
 	IdleThreshold        time.Duration
 	Deaggregate          bool
 	MaxRecords           int64
+	// ConsumerName or ConsumerARN, when set, make the reader subscribe with enhanced fan-out
+	// (efo.go) instead of polling. NoSubscriptionReuse closes each subscription at the end of
+	// its ProcessElement call instead of leaving it open for the next (for measurements).
+	ConsumerName        string
+	ConsumerARN         string
+	NoSubscriptionReuse bool
 }
 
 func newReadSpec(stream string, cfg config) readSpec {
@@ -64,6 +71,9 @@ func newReadSpec(stream string, cfg config) readSpec {
 		IdleThreshold:        cfg.read.idleThreshold,
 		Deaggregate:          cfg.read.deaggregate,
 		MaxRecords:           cfg.read.maxRecords,
+		ConsumerName:         cfg.read.consumerName,
+		ConsumerARN:          cfg.read.consumerARN,
+		NoSubscriptionReuse:  cfg.read.noSubscriptionReuse,
 	}
 	if cfg.read.timestampFn != nil {
 		// Validated when the option was applied.
@@ -79,6 +89,10 @@ type shardReader struct {
 	client *kinesis.Client
 	policy watermarkPolicy
 	retry  backoff.Policy
+
+	// consumerMu guards consumerARN, the enhanced fan-out consumer once resolved.
+	consumerMu  sync.Mutex
+	consumerARN string
 }
 
 func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
@@ -115,6 +129,9 @@ type readState struct {
 // claiming it. An unbounded reader (we != nil) returns after a bounded amount of work or when
 // caught up, asking to be resumed; a bounded one loops until its restriction is done.
 func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
+	if r.spec.enhancedFanOut() {
+		return r.processEFO(ctx, we, rt, d, emit)
+	}
 	bounded := we == nil
 	rest := rt.GetRestriction().(shardRestriction)
 	if rest.Empty {
@@ -410,7 +427,7 @@ func (r *shardReader) open(ctx context.Context, st *readState, rest shardRestric
 // onDataLoss fails the read or, without failOnDataLoss, moves it to the trim horizon.
 func (r *shardReader) onDataLoss(ctx context.Context, st *readState, rest shardRestriction, oldest string) error {
 	if r.spec.FailOnDataLoss {
-		return fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithFailOnDataLoss(false) to continue from the trim horizon", st.d, rest.startString(), oldest)
+		return dataLossError(st.d, rest, oldest)
 	}
 	dataLossSkips.Inc(ctx, 1)
 	log.Warnf(ctx, "kinesisio: %v: the read position %s is older than the oldest retained record (%s); continuing from the trim horizon, records may have been lost", st.d, rest.startString(), oldest)
@@ -422,6 +439,12 @@ func (r *shardReader) onDataLoss(ctx context.Context, st *readState, rest shardR
 	}
 	st.iterator, st.skip, st.start = it, nil, th
 	return nil
+}
+
+// dataLossError is the error of a read whose position rest has been trimmed; oldest is the
+// oldest retained sequence number.
+func dataLossError(d shardDescriptor, rest shardRestriction, oldest string) error {
+	return fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithFailOnDataLoss(false) to continue from the trim horizon", d, rest.startString(), oldest)
 }
 
 // startTrimmed reports whether the record seq of shard d has been trimmed: it returns the

@@ -1,0 +1,522 @@
+package kinesisio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+)
+
+// Enhanced fan-out metrics, beside the read metrics polling also counts (records, bytes,
+// throttles, retries, millis_behind_latest).
+var (
+	// subscribeCalls counts SubscribeToShard calls, refused ones included.
+	subscribeCalls = beam.NewCounter(metricsNamespace, "subscribe_calls")
+	// resubscribes counts subscriptions that ended before their shard did and were renewed.
+	resubscribes = beam.NewCounter(metricsNamespace, "resubscribes")
+	// subscriptionsReused counts ProcessElement calls that continued the subscription a
+	// previous call on this worker left open, instead of subscribing.
+	subscriptionsReused = beam.NewCounter(metricsNamespace, "subscriptions_reused")
+)
+
+const (
+	// subscribeInterval is the least time between two SubscribeToShard calls for one shard
+	// (the service allows one per second per consumer and shard).
+	subscribeInterval = time.Second
+	// resubscribeWindow is how long after a successful SubscribeToShard the service refuses
+	// another one for the same consumer and shard with ResourceInUseException.
+	resubscribeWindow = 5 * time.Second
+	// subscriptionIdleTimeout is how long a subscription left open between two
+	// ProcessElement calls waits to be continued before it is closed.
+	subscriptionIdleTimeout = 30 * time.Second
+	// eventDeliveryMargin is how long after the service generates an event the reader
+	// assumes it has surely received it. A caught-up event received at t proves that nothing
+	// arrived unread before t minus this margin (or before the subscription was opened, which
+	// the first event always follows); it decides when a read with an end time has ended.
+	eventDeliveryMargin = time.Second
+)
+
+// startKey is a restriction's start, the key under which an open subscription waits for the
+// ProcessElement call that resumes exactly where the last one stopped.
+type startKey struct {
+	Kind   int64
+	Seq    string
+	Sub    int64
+	TimeMs int64
+}
+
+// resumeKey is where the residual of rest starts after a checkpoint that followed the claim
+// last (nil when nothing was claimed): the same computation as shardTracker.TrySplit.
+func resumeKey(rest shardRestriction, last *recordClaim) startKey {
+	if last == nil {
+		return startKey{Kind: rest.StartKind, Seq: rest.StartSeq, Sub: rest.StartSub, TimeMs: rest.StartTimeMs}
+	}
+	if last.Last {
+		return startKey{Kind: startAfterSequence, Seq: last.Pos.Seq}
+	}
+	return startKey{Kind: startAfterSubSequence, Seq: last.Pos.Seq, Sub: last.Pos.Sub}
+}
+
+// subscription is one open SubscribeToShard event stream of a shard.
+type subscription struct {
+	shardKey string
+	cancel   context.CancelFunc
+	stream   *kinesis.SubscribeToShardEventStream
+	// opened is when the SubscribeToShard call was sent: every event was generated later.
+	opened time.Time
+	// cont is the ContinuationSequenceNumber of the last event fully processed.
+	cont string
+	// events counts the events received.
+	events int
+
+	// Set while parked.
+	resume startKey
+	owner  *shardReader
+	idle   *time.Timer
+}
+
+// close ends the subscription and releases its connection.
+func (s *subscription) close() {
+	s.cancel()
+	s.stream.Close() //nolint:errcheck // Err is read where it matters, before closing
+}
+
+// next returns the next event, or nil when the stream has ended (ended), the deadline has
+// passed or ctx is done. The time is when the event was received.
+func (s *subscription) next(ctx context.Context, deadline <-chan time.Time) (ev *types.SubscribeToShardEvent, received time.Time, ended bool) {
+	for {
+		select {
+		case e, ok := <-s.stream.Events():
+			if !ok {
+				return nil, time.Time{}, true
+			}
+			if v, ok := e.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent); ok {
+				s.events++
+				return &v.Value, time.Now(), false
+			}
+			// An event type this SDK does not know: nothing to read in it.
+		case <-deadline:
+			return nil, time.Time{}, false
+		case <-ctx.Done():
+			return nil, time.Time{}, false
+		}
+	}
+}
+
+// subscriptionCache holds, for the whole worker process, the subscriptions that
+// ProcessElement calls left open for the next call on the same shard, and when each shard
+// was last subscribed (for the per-shard call limits).
+type subscriptionCache struct {
+	mu       sync.Mutex
+	parked   map[string]*subscription
+	lastCall map[string]time.Time
+	lastOK   map[string]time.Time
+}
+
+var subscriptions = &subscriptionCache{
+	parked:   map[string]*subscription{},
+	lastCall: map[string]time.Time{},
+	lastOK:   map[string]time.Time{},
+}
+
+// take returns the parked subscription of shardKey if it continues exactly at resume, and
+// removes it from the cache. A parked subscription at another position is closed.
+func (c *subscriptionCache) take(shardKey string, resume startKey) *subscription {
+	c.mu.Lock()
+	s := c.parked[shardKey]
+	if s == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	delete(c.parked, shardKey)
+	s.idle.Stop()
+	c.mu.Unlock()
+	if s.resume != resume {
+		s.close()
+		return nil
+	}
+	s.owner, s.idle = nil, nil
+	return s
+}
+
+// park leaves s open for the call that resumes at resume, closing it after the idle timeout.
+func (c *subscriptionCache) park(s *subscription, resume startKey, owner *shardReader) {
+	s.resume, s.owner = resume, owner
+	c.mu.Lock()
+	old := c.parked[s.shardKey]
+	c.parked[s.shardKey] = s
+	s.idle = time.AfterFunc(subscriptionIdleTimeout, func() { c.expire(s) })
+	c.mu.Unlock()
+	if old != nil {
+		old.idle.Stop()
+		old.close()
+	}
+}
+
+// expire closes s if it is still parked.
+func (c *subscriptionCache) expire(s *subscription) {
+	c.mu.Lock()
+	if c.parked[s.shardKey] != s {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.parked, s.shardKey)
+	c.mu.Unlock()
+	s.close()
+}
+
+// closeOwned closes the subscriptions owner parked.
+func (c *subscriptionCache) closeOwned(owner *shardReader) {
+	c.mu.Lock()
+	var mine []*subscription
+	for k, s := range c.parked {
+		if s.owner == owner {
+			delete(c.parked, k)
+			s.idle.Stop()
+			mine = append(mine, s)
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range mine {
+		s.close()
+	}
+}
+
+// callWait is how long to wait before the next SubscribeToShard call for shardKey.
+func (c *subscriptionCache) callWait(shardKey string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.lastCall[shardKey]; ok {
+		return time.Until(t.Add(subscribeInterval))
+	}
+	return 0
+}
+
+// called records a SubscribeToShard call sent at sent, successful or not. The window of a
+// successful call runs from when the service took it, which the time its answer came
+// bounds from above.
+func (c *subscriptionCache) called(shardKey string, sent time.Time, ok bool) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastCall[shardKey] = sent
+	if ok {
+		c.lastOK[shardKey] = now
+	}
+}
+
+// inUseWait is how long to wait after a ResourceInUseException for shardKey: until the
+// service's window after the last successful call ends, or the whole window when this
+// process made none (another worker's subscription, or one not yet ACTIVE consumer).
+func (c *subscriptionCache) inUseWait(shardKey string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	wait := resubscribeWindow
+	if t, ok := c.lastOK[shardKey]; ok {
+		wait = time.Until(t.Add(resubscribeWindow))
+	}
+	return max(wait, subscribeInterval)
+}
+
+// efoState is what one enhanced fan-out ProcessElement call knows beyond the restriction.
+type efoState struct {
+	readState
+	shardKey string
+	arn      string
+	// cont is the continuation of the last event fully processed, in this call or by the
+	// call that left the subscription open; resubscriptions start after it.
+	cont string
+	// failures counts subscriptions in a row that ended without delivering an event.
+	failures int
+}
+
+// position is where the next subscription starts: after the last continuation number, or
+// else at the restriction's start moved past the records claimed in this call.
+func (st *efoState) position() (types.StartingPosition, shardRestriction) {
+	if st.cont != "" {
+		st.skip = nil
+		return types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(st.cont)}, st.start
+	}
+	from := st.start
+	if c := st.lastClaim; c != nil {
+		from.StartSeq, from.StartSub, from.StartTimeMs = c.Pos.Seq, c.Pos.Sub, 0
+		from.StartKind = startAfterSubSequence
+		if c.Last {
+			from.StartKind, from.StartSub = startAfterSequence, 0
+		}
+	}
+	st.skip = from.skipThrough()
+	var p types.StartingPosition
+	switch from.StartKind {
+	case startAtTimestamp:
+		t := time.UnixMilli(from.StartTimeMs)
+		p.Type, p.Timestamp = types.ShardIteratorTypeAtTimestamp, &t
+	case startAtSequence, startAfterSubSequence:
+		// Inside an aggregate: read it again and skip the user records already claimed.
+		p.Type, p.SequenceNumber = types.ShardIteratorTypeAtSequenceNumber, aws.String(from.StartSeq)
+	case startAfterSequence:
+		p.Type, p.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(from.StartSeq)
+	default:
+		p.Type = types.ShardIteratorTypeTrimHorizon
+	}
+	return p, from
+}
+
+// ownProtocol gives one SubscribeToShard call its own protocol, hence its own event-stream
+// decoder: a client's protocol shares one decoder between all its event streams without
+// synchronisation (aws/smithy-go#714).
+func ownProtocol(o *kinesis.Options) { o.Protocol = awsjson.New11(schemas.Kinesis_20131202) }
+
+// subscribe opens a subscription at st's position. It returns no subscription and a wait
+// when the service refuses the call for now (ResourceInUseException: the shard was
+// subscribed less than 5 seconds ago, another subscription holds it, or the consumer is not
+// ACTIVE yet).
+func (r *shardReader) subscribe(ctx context.Context, st *efoState) (*subscription, time.Duration, error) {
+	if err := backoff.Sleep(ctx, subscriptions.callWait(st.shardKey)); err != nil {
+		return nil, 0, fmt.Errorf("kinesisio: subscribing to %v: %w", st.d, err)
+	}
+	pos, from := st.position()
+	in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(st.arn), ShardId: aws.String(st.d.ShardID), StartingPosition: &pos}
+	// The stream outlives this call, and may outlive the ProcessElement call if it is left
+	// open for the next one: it gets its own context, cancelled with ctx only while the
+	// call is being made.
+	sctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	var out *kinesis.SubscribeToShardOutput
+	var sent time.Time
+	err := backoff.Do(ctx, r.retry, func(context.Context) error {
+		sent = time.Now()
+		subscribeCalls.Inc(ctx, 1)
+		var err error
+		out, err = r.client.SubscribeToShard(sctx, in, ownProtocol)
+		subscriptions.called(st.shardKey, sent, err == nil)
+		var invalid *types.InvalidArgumentException
+		if err != nil && pos.Type == types.ShardIteratorTypeAtTimestamp && errors.As(err, &invalid) &&
+			time.Since(time.UnixMilli(from.StartTimeMs)) < time.Minute {
+			// As in open: LATEST made AT_TIMESTAMP on this worker's clock is still in the
+			// future on the service's. Nothing arrived after it yet, so LATEST reads the
+			// same records.
+			in.StartingPosition = &types.StartingPosition{Type: types.ShardIteratorTypeLatest}
+			sent = time.Now()
+			subscribeCalls.Inc(ctx, 1)
+			out, err = r.client.SubscribeToShard(sctx, in, ownProtocol)
+			subscriptions.called(st.shardKey, sent, err == nil)
+		}
+		if backoff.Classify(err) == backoff.Throttled {
+			readThrottles.Inc(ctx, 1)
+		}
+		return err
+	}, r.onRetry(ctx, st.d, "SubscribeToShard"))
+	stop()
+	if err != nil {
+		cancel()
+		var inUse *types.ResourceInUseException
+		if errors.As(err, &inUse) {
+			wait := subscriptions.inUseWait(st.shardKey)
+			log.Debugf(ctx, "kinesisio: %v cannot be subscribed yet (%v); trying again in %v", st.d, err, wait)
+			return nil, wait, nil
+		}
+		return nil, 0, fmt.Errorf("kinesisio: subscribing to %v at %s with consumer %s: %w", st.d, startingPositionString(pos), st.arn, err)
+	}
+	log.Debugf(ctx, "kinesisio: subscribed to %v at %s", st.d, startingPositionString(*in.StartingPosition))
+	return &subscription{shardKey: st.shardKey, cancel: cancel, stream: out.GetStream(), opened: sent}, 0, nil
+}
+
+func startingPositionString(p types.StartingPosition) string {
+	switch {
+	case p.SequenceNumber != nil:
+		return string(p.Type) + " " + *p.SequenceNumber
+	case p.Timestamp != nil:
+		return string(p.Type) + " " + p.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	return string(p.Type)
+}
+
+// shardKey names a shard of a consumer on an endpoint, for the subscription cache.
+func (r *shardReader) shardKey(arn string, d shardDescriptor) string {
+	return r.spec.Client.Endpoint + "|" + r.spec.Client.Region + "|" + arn + "|" + d.ShardID
+}
+
+// closeSubscriptions closes the subscriptions this reader left open.
+func (r *shardReader) closeSubscriptions() { subscriptions.closeOwned(r) }
+
+// processEFO is process for enhanced fan-out: it reads the shard d from the restriction in
+// rt through SubscribeToShard, emitting each user record after claiming it. An unbounded
+// reader (we != nil) returns after a bounded amount of work, leaving the subscription open
+// for the call that resumes where this one stopped; a bounded one reads until its
+// restriction is done.
+func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
+	bounded := we == nil
+	rest := rt.GetRestriction().(shardRestriction)
+	if rest.Empty {
+		return sdf.StopProcessing(), nil
+	}
+	arn, err := r.consumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &efoState{
+		readState: readState{d: d, hr: d.hashRange(), start: rest, skip: rest.skipThrough()},
+		shardKey:  r.shardKey(arn, d),
+		arn:       arn,
+	}
+	var sub *subscription
+	if !bounded && !r.spec.NoSubscriptionReuse {
+		sub = subscriptions.take(st.shardKey, resumeKey(rest, nil))
+	}
+	if sub != nil {
+		subscriptionsReused.Inc(ctx, 1)
+		st.cont = sub.cont
+	} else {
+		if err := r.checkStart(ctx, &st.readState, rest); err != nil {
+			return nil, err
+		}
+		if rest.Claimed == 0 && rest.VerifiedMs == 0 {
+			log.Infof(ctx, "kinesisio: subscribing to %v at %s with consumer %s", d, rest.startString(), arn)
+		}
+	}
+	// A subscription is closed unless it is handed to the next call.
+	defer func() {
+		if sub != nil {
+			sub.close()
+		}
+	}()
+
+	callStart := time.Now()
+	var deadline <-chan time.Time
+	if !bounded {
+		t := time.NewTimer(r.spec.MaxFetchTime)
+		defer t.Stop()
+		deadline = t.C
+	}
+	checkpoint := func() (sdf.ProcessContinuation, error) {
+		if !r.spec.NoSubscriptionReuse {
+			subscriptions.park(sub, resumeKey(rest, st.lastClaim), r)
+			sub = nil
+		}
+		return sdf.ResumeProcessingIn(0), nil
+	}
+	for {
+		if sub == nil {
+			var wait time.Duration
+			sub, wait, err = r.subscribe(ctx, st)
+			if err != nil {
+				return nil, err
+			}
+			if sub == nil {
+				if !bounded {
+					return sdf.ResumeProcessingIn(wait), nil
+				}
+				if err := backoff.Sleep(ctx, wait); err != nil {
+					return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+				}
+				continue
+			}
+		}
+		ev, received, ended := sub.next(ctx, deadline)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+		}
+		if ended {
+			// Only the shard's last event (no continuation number) ends a subscription for
+			// good; any other end, with an error or none (a dropped connection reads as a
+			// clean end), is resubscribed from where the reader stopped.
+			serr := sub.stream.Err()
+			if sub.events > 0 {
+				st.failures = 0
+			} else {
+				st.failures++
+			}
+			st.cont = sub.cont
+			sub.close()
+			sub = nil
+			var notFound *types.ResourceNotFoundException
+			switch {
+			case errors.As(serr, &notFound):
+				// The consumer was deregistered or the stream deleted.
+				return nil, fmt.Errorf("kinesisio: the subscription to %v ended: %w", d, serr)
+			case st.failures > r.retry.Retries:
+				return nil, fmt.Errorf("kinesisio: %d subscriptions to %v in a row ended without an event (last error: %v)", st.failures, d, serr)
+			}
+			resubscribes.Inc(ctx, 1)
+			if serr != nil {
+				readRetries.Inc(ctx, 1)
+			}
+			log.Debugf(ctx, "kinesisio: the subscription to %v ended (%v); resubscribing", d, serr)
+			continue
+		}
+		if ev == nil {
+			// Time to checkpoint, in the middle of waiting for an event.
+			return checkpoint()
+		}
+
+		done, err := r.emitRecords(ctx, &st.readState, rt, ev.Records, emit)
+		if err != nil || done {
+			return sdf.StopProcessing(), err
+		}
+		if ev.MillisBehindLatest != nil {
+			millisBehindLatest.Set(ctx, *ev.MillisBehindLatest)
+		}
+		caughtUp := ev.MillisBehindLatest != nil && *ev.MillisBehindLatest == 0
+		r.policy.afterRead(we, received, len(ev.Records), caughtUp)
+		if ev.ContinuationSequenceNumber == nil {
+			if len(ev.ChildShards) == 0 {
+				log.Warnf(ctx, "kinesisio: the last event of %v has no continuation number and no child shards; taking it as the shard's end", d)
+			}
+			rt.TryClaim(shardEndClaim{})
+			log.Infof(ctx, "kinesisio: %v is closed and fully read", d)
+			return sdf.StopProcessing(), rt.GetError()
+		}
+		sub.cont = aws.ToString(ev.ContinuationSequenceNumber)
+		st.cont = sub.cont
+		if caughtUp {
+			at := received.Add(-eventDeliveryMargin)
+			if sub.opened.After(at) {
+				at = sub.opened
+			}
+			if !rt.TryClaim(caughtUpClaim{AtMs: at.UnixMilli()}) {
+				if err := rt.GetError(); err != nil {
+					return nil, err
+				}
+				log.Infof(ctx, "kinesisio: %v has been read to the end of the read", d)
+				return sdf.StopProcessing(), nil
+			}
+		}
+		if !bounded && (st.emitted >= r.spec.MaxRecordsPerFetch || time.Since(callStart) >= r.spec.MaxFetchTime) {
+			return checkpoint()
+		}
+	}
+}
+
+// checkStart checks a sequence-number start that may have been trimmed by retention, as
+// open does for polling, and moves st to the trim horizon when told to skip lost data.
+func (r *shardReader) checkStart(ctx context.Context, st *readState, rest shardRestriction) error {
+	seq, ok := rest.sequenceStart()
+	if !ok || (rest.VerifiedMs != 0 && time.Since(time.UnixMilli(rest.VerifiedMs)) <= minRetention-retentionMargin) {
+		return nil
+	}
+	lost, err := r.startTrimmed(ctx, st.d, seq)
+	if err != nil || lost == "" {
+		return err
+	}
+	if r.spec.FailOnDataLoss {
+		return dataLossError(st.d, rest, lost)
+	}
+	dataLossSkips.Inc(ctx, 1)
+	log.Warnf(ctx, "kinesisio: %v: the read position %s is older than the oldest retained record (%s); continuing from the trim horizon, records may have been lost", st.d, rest.startString(), lost)
+	st.start.StartKind, st.start.StartSeq, st.start.StartSub = startTrimHorizon, "", 0
+	st.skip = nil
+	return nil
+}

@@ -1,0 +1,549 @@
+package kinesisio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+// withoutSubscriptionReuse closes every subscription at the end of its ProcessElement call,
+// to measure what keeping them open saves.
+func withoutSubscriptionReuse() Option {
+	return Option{name: "withoutSubscriptionReuse", dirs: dirRead, apply: func(c *config) error {
+		c.read.noSubscriptionReuse = true
+		return nil
+	}}
+}
+
+// waitSubs waits until cond holds for the server's open subscriptions.
+func waitSubs(t *testing.T, srv *kinesistest.Server, what string, cond func([]kinesistest.Subscription) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.WaitSubscriptions(ctx, cond); err != nil {
+		t.Errorf("waiting for %s: %v", what, err)
+	}
+}
+
+// TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords reads plain records and
+// KPL aggregates through SubscribeToShard, registering the consumer by name (CREATING for a
+// while first), then reads again with the same name, which must reuse that consumer.
+func TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords(t *testing.T) {
+	const stream = "efo-bounded"
+	srv := startServer(t, stream, 3, kinesistest.WithConsumerActivationDelay(300*time.Millisecond))
+	w := newWorkload(t, "b", 3000, 200, 10)
+	putAll(t, srv.Client(), stream, w.entries)
+	want := expected(t, srv, stream, w.aggregates, nil)
+	if len(want) != 5000 {
+		t.Fatalf("workload has %d user records, want 5000", len(want))
+	}
+
+	var arn string
+	for run := range 2 {
+		p, s := beam.NewPipelineWithRoot()
+		recs := ReadBounded(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithEnhancedFanOut("beam-efo"))...)
+		passert.Equals(s, canonical(s, recs), anys(want)...)
+		res, err := ptest.RunWithMetrics(p)
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		if n := counter(res, "records"); n != int64(len(want)) {
+			t.Errorf("run %d: records counter = %d, want %d", run, n, len(want))
+		}
+		if n := counter(res, "getrecords_calls"); n != 0 {
+			t.Errorf("run %d: %d GetRecords calls; enhanced fan-out must not poll", run, n)
+		}
+		consumers, err := srv.Consumers(stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(consumers) != 1 || consumers[0].Name != "beam-efo" || consumers[0].Status != "ACTIVE" {
+			t.Fatalf("run %d: consumers = %+v, want one ACTIVE consumer beam-efo", run, consumers)
+		}
+		if run == 0 {
+			arn = consumers[0].ARN
+		} else if consumers[0].ARN != arn {
+			t.Errorf("the second read registered a new consumer %s instead of reusing %s", consumers[0].ARN, arn)
+		}
+	}
+	if n := srv.CallCount("RegisterStreamConsumer"); n < 1 {
+		t.Errorf("RegisterStreamConsumer was called %d times; the first read must register the consumer", n)
+	}
+	// The second read comes within the service's 5-second window after the first read's
+	// subscriptions, so its first calls may be refused with ResourceInUseException once.
+	if n := srv.CallCount("SubscribeToShard"); n < 6 || n > 9 {
+		t.Errorf("%d SubscribeToShard calls, want one per shard and read (6) plus at most one refused call per shard", n)
+	}
+}
+
+// TestReadWithEnhancedFanOutFollowsSplitAndMergeReadingEveryRecordOnce is the polling
+// reshard test through SubscribeToShard: parents end with ChildShards and the children are
+// subscribed as discovery finds them. Every checkpoint (every 200ms) continues the open
+// subscription, so each shard is subscribed once.
+func TestReadWithEnhancedFanOutFollowsSplitAndMergeReadingEveryRecordOnce(t *testing.T) {
+	const stream = "efo-reshard"
+	srv := startServer(t, stream, 3)
+	arn, err := srv.RegisterConsumer(stream, "pre-registered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := srv.Client()
+	aggs := map[string][]kpl.UserRecord{}
+	write := func(prefix string) {
+		w := newWorkload(t, prefix, 300, 20, 5)
+		for k, v := range w.aggregates {
+			aggs[k] = v
+		}
+		putAll(t, client, stream, w.entries)
+	}
+	write("before")
+
+	const readTime = 4 * time.Second
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(readTime),
+		WithDescribeShardInterval(100*time.Millisecond), WithMaxFetchTime(200*time.Millisecond),
+		WithEnhancedFanOutConsumerARN(arn))...)
+	sink := collect(s, t.Name(), recs)
+
+	t0 := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitSubs(t, srv, "the three shards to be subscribed", func(subs []kinesistest.Subscription) bool { return len(subs) == 3 })
+		write("during1")
+		parent := "shardId-000000000000"
+		sh := listShards(t, client, stream)[parent]
+		lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		if _, err := client.SplitShard(context.Background(), &kinesis.SplitShardInput{
+			StreamName: aws.String(stream), ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String(mid.String()),
+		}); err != nil {
+			t.Errorf("SplitShard: %v", err)
+			return
+		}
+		write("during2")
+		if _, err := client.MergeShards(context.Background(), &kinesis.MergeShardsInput{
+			StreamName: aws.String(stream), ShardToMerge: aws.String("shardId-000000000001"), AdjacentShardToMerge: aws.String("shardId-000000000002"),
+		}); err != nil {
+			t.Errorf("MergeShards: %v", err)
+			return
+		}
+		write("during3")
+	}()
+	res, err := ptest.RunWithMetrics(p)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := expected(t, srv, stream, aggs, nil)
+	stored, _ := srv.StreamRecords(stream)
+	var last time.Time
+	shardsWithData := map[string]bool{}
+	for _, r := range stored {
+		if r.ArrivalTime.After(last) {
+			last = r.ArrivalTime
+		}
+		shardsWithData[r.ShardID] = true
+	}
+	if !last.Before(t0.Add(readTime)) {
+		t.Fatalf("the writes ended at %v, after the read's earliest end %v; the test cannot tell what the read must return", last, t0.Add(readTime))
+	}
+	for _, id := range []string{"shardId-000000000003", "shardId-000000000004", "shardId-000000000005"} {
+		if !shardsWithData[id] {
+			t.Fatalf("child shard %s got no records; the workload does not exercise it", id)
+		}
+	}
+	assertSameRecords(t, sink.get(), want)
+	// Six shards, each subscribed once; checkpoints continue the open subscription.
+	if n := srv.CallCount("SubscribeToShard"); n != 6 {
+		t.Errorf("%d SubscribeToShard calls, want 6 (one per shard)", n)
+	}
+	if n := counter(res, "subscriptions_reused"); n == 0 {
+		t.Errorf("no checkpoint continued an open subscription")
+	}
+	t.Logf("SubscribeToShard calls: %d, subscriptions continued across checkpoints: %d", srv.CallCount("SubscribeToShard"), counter(res, "subscriptions_reused"))
+}
+
+// TestReadBoundedWithEnhancedFanOutSurvivesDroppedSubscriptionsAndResourceInUse holds a
+// subscription to shard 0 when the read starts, so the reader's first call there is refused
+// with ResourceInUseException until it may take over, and resets the connection of the
+// reader's first subscription to shard 1 before its first event. The output must still be
+// exact.
+func TestReadBoundedWithEnhancedFanOutSurvivesDroppedSubscriptionsAndResourceInUse(t *testing.T) {
+	const stream = "efo-faults"
+	// No heartbeats: the held subscription gets no event while every event is dropped, and
+	// the reader learns it is caught up from the event that carries the backlog.
+	srv := startServer(t, stream, 2, kinesistest.WithSubscriptionHeartbeat(time.Hour))
+	arn, err := srv.RegisterConsumer(stream, "faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorkload(t, "d", 2000, 100, 5)
+	putAll(t, srv.Client(), stream, w.entries)
+	want := expected(t, srv, stream, w.aggregates, nil)
+
+	// Hold shard 0 with the read's consumer, past its first event.
+	holder, err := srv.Client().SubscribeToShard(context.Background(), &kinesis.SubscribeToShardInput{
+		ConsumerARN: aws.String(arn), ShardId: aws.String("shardId-000000000000"),
+		StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest},
+	}, ownProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := holder.GetStream()
+	defer held.Close()
+	if _, ok := <-held.Events(); !ok {
+		t.Fatalf("the held subscription ended at once: %v", held.Err())
+	}
+
+	// Drop every event until the reader's first subscription to shard 1 has been dropped.
+	// The latency before each event keeps that subscription open long enough for the test
+	// to see it open.
+	srv.SetFaults(kinesistest.Faults{Seed: 5, SubscriptionDropRate: 1, EventLatency: 500 * time.Millisecond, Operations: []string{"SubscribeToShard"}})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer srv.SetFaults(kinesistest.Faults{})
+		opened := false
+		waitSubs(t, srv, "the reader's first subscription to shard 1 to open and be dropped", func(subs []kinesistest.Subscription) bool {
+			on := false
+			for _, sub := range subs {
+				on = on || sub.ShardID == "shardId-000000000001"
+			}
+			opened = opened || on
+			return opened && !on
+		})
+	}()
+
+	p, s := beam.NewPipelineWithRoot()
+	recs := ReadBounded(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithEnhancedFanOutConsumerARN(arn))...)
+	passert.Equals(s, canonical(s, recs), anys(want)...)
+	res, err := ptest.RunWithMetrics(p)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The held subscription was taken over.
+	for range held.Events() {
+	}
+	var inUse *types.ResourceInUseException
+	if err := held.Err(); !errors.As(err, &inUse) {
+		t.Errorf("the held subscription ended with %v, want a ResourceInUseException (taken over)", err)
+	}
+	if n := counter(res, "resubscribes"); n != 1 {
+		t.Errorf("resubscribes = %d, want 1 (shard 1, after the drop)", n)
+	}
+	// Shard 0: refused, then taken over; shard 1: dropped, refused within 5s, subscribed.
+	calls := counter(res, "subscribe_calls")
+	if calls != 5 {
+		t.Errorf("%d SubscribeToShard calls, want 5 (2 on shard 0, 3 on shard 1)", calls)
+	}
+	// The reader closes its subscriptions when a bounded read ends.
+	waitSubs(t, srv, "every subscription to end", func(subs []kinesistest.Subscription) bool { return len(subs) == 0 })
+}
+
+// TestEnhancedFanOutResumePositions checks where subscriptions start: a checkpoint inside an
+// aggregate resubscribes AT its sequence number and skips the claimed user records, one
+// after a whole record AFTER it, and a continuation number wins over both; and that the key
+// a subscription is left open under is the start of the residual the tracker splits off.
+func TestEnhancedFanOutResumePositions(t *testing.T) {
+	const seq = "49590338271490256608559692538361571095921575989136588898"
+	rest := shardRestriction{StartKind: startAtTimestamp, StartTimeMs: 1700000000000}
+	for _, tc := range []struct {
+		name     string
+		last     *recordClaim
+		cont     string
+		wantType types.ShardIteratorType
+		wantSeq  string
+		wantSkip *recordPosition
+	}{
+		{"nothing claimed", nil, "", types.ShardIteratorTypeAtTimestamp, "", nil},
+		{"inside an aggregate", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 2}}, "", types.ShardIteratorTypeAtSequenceNumber, seq, &recordPosition{Seq: seq, Sub: 2}},
+		{"after a whole record", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 4}, Last: true}, "", types.ShardIteratorTypeAfterSequenceNumber, seq, &recordPosition{Seq: seq, Sub: maxSubSequence}},
+		{"continuation", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 2}}, "49590338271490256608559692538361571095921575989136588899", types.ShardIteratorTypeAfterSequenceNumber, "49590338271490256608559692538361571095921575989136588899", nil},
+	} {
+		st := &efoState{readState: readState{start: rest, lastClaim: tc.last}, cont: tc.cont}
+		p, _ := st.position()
+		if p.Type != tc.wantType || aws.ToString(p.SequenceNumber) != tc.wantSeq {
+			t.Errorf("%s: position %s, want %s %s", tc.name, startingPositionString(p), tc.wantType, tc.wantSeq)
+		}
+		if (st.skip == nil) != (tc.wantSkip == nil) || (st.skip != nil && *st.skip != *tc.wantSkip) {
+			t.Errorf("%s: skip %v, want %v", tc.name, st.skip, tc.wantSkip)
+		}
+
+		tr := newShardTracker(rest)
+		if tc.last != nil {
+			c := *tc.last
+			c.ArrivalMs = rest.StartTimeMs + 1
+			if !tr.TryClaim(c) {
+				t.Fatalf("%s: claim refused: %v", tc.name, tr.GetError())
+			}
+		}
+		_, res, err := tr.TrySplit(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res.(shardRestriction)
+		if got, want := resumeKey(r, nil), resumeKey(rest, tc.last); got != want {
+			t.Errorf("%s: the residual starts at %+v, but the subscription is kept for %+v", tc.name, got, want)
+		}
+	}
+}
+
+// TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetime starts at
+// LATEST on idle shards (old records exist before the start), lets every subscription
+// reach its lifetime, and writes only once the readers have resubscribed: they must read
+// exactly the new records, with one resubscription per shard and no loop of calls.
+func TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetime(t *testing.T) {
+	const stream = "efo-latest"
+	const lifetime = 5500 * time.Millisecond
+	srv := startServer(t, stream, 2, kinesistest.WithSubscriptionLifetime(lifetime))
+	client := srv.Client()
+	putAll(t, client, stream, newWorkload(t, "old", 50, 0, 0).entries)
+
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, stream, connect(srv, WithMaxReadTime(7*time.Second), WithDescribeShardInterval(200*time.Millisecond),
+		WithMaxFetchTime(300*time.Millisecond), WithEnhancedFanOut("latest"))...)
+	sink := collect(s, t.Name(), recs)
+	w := newWorkload(t, "new", 50, 5, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var first time.Time
+		waitSubs(t, srv, "both shards to be subscribed", func(subs []kinesistest.Subscription) bool {
+			if len(subs) != 2 {
+				return false
+			}
+			first = subs[0].StartTime
+			if subs[1].StartTime.After(first) {
+				first = subs[1].StartTime
+			}
+			return true
+		})
+		waitSubs(t, srv, "both shards to be subscribed again after the lifetime", func(subs []kinesistest.Subscription) bool {
+			return len(subs) == 2 && subs[0].StartTime.After(first) && subs[1].StartTime.After(first)
+		})
+		putAll(t, client, stream, w.entries)
+	}()
+	res, err := ptest.RunWithMetrics(p)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := expected(t, srv, stream, w.aggregates, func(r kinesistest.StoredRecord) bool { return string(r.Data[:min(3, len(r.Data))]) != "old" })
+	if len(want) != 70 {
+		t.Fatalf("%d new records stored, want 70", len(want))
+	}
+	assertSameRecords(t, sink.get(), want)
+	if n := srv.CallCount("SubscribeToShard"); n != 4 {
+		t.Errorf("%d SubscribeToShard calls, want 4: one per shard, and one more after the lifetime", n)
+	}
+	if n := counter(res, "resubscribes"); n != 2 {
+		t.Errorf("resubscribes = %d, want 2 (one per shard after the lifetime)", n)
+	}
+}
+
+// TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints reads the same records with
+// a checkpoint every 100ms, once continuing the open subscription at each checkpoint and
+// once closing it, and reports the SubscribeToShard calls each needed.
+func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T) {
+	calls := map[bool]int{}
+	for _, reuse := range []bool{true, false} {
+		stream := "efo-reuse"
+		srv := startServer(t, stream, 2)
+		w := newWorkload(t, "r", 500, 50, 5)
+		putAll(t, srv.Client(), stream, w.entries)
+		want := expected(t, srv, stream, w.aggregates, nil)
+		opts := connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(1500*time.Millisecond),
+			WithDescribeShardInterval(100*time.Millisecond), WithMaxFetchTime(100*time.Millisecond),
+			WithMaxRecordsPerFetch(50), WithEnhancedFanOut("reuse"))
+		if !reuse {
+			opts = append(opts, withoutSubscriptionReuse())
+		}
+		p, s := beam.NewPipelineWithRoot()
+		passert.Equals(s, canonical(s, Read(s, stream, opts...)), anys(want)...)
+		start := time.Now()
+		res, err := ptest.RunWithMetrics(p)
+		if err != nil {
+			t.Fatalf("reuse=%t: %v", reuse, err)
+		}
+		calls[reuse] = srv.CallCount("SubscribeToShard")
+		t.Logf("reuse=%t: %d SubscribeToShard calls, %d subscriptions continued, read took %v",
+			reuse, calls[reuse], counter(res, "subscriptions_reused"), time.Since(start).Round(10*time.Millisecond))
+	}
+	if calls[true] != 2 {
+		t.Errorf("with reuse: %d SubscribeToShard calls, want 2 (one per shard)", calls[true])
+	}
+	if calls[false] <= calls[true] {
+		t.Errorf("without reuse: %d SubscribeToShard calls, want more than with reuse (%d)", calls[false], calls[true])
+	}
+}
+
+func TestEnhancedFanOutOptions(t *testing.T) {
+	for _, c := range []struct {
+		opt  Option
+		want []string
+	}{
+		{WithEnhancedFanOut(""), []string{"WithEnhancedFanOut", "consumer name"}},
+		{WithEnhancedFanOut("bad name"), []string{"WithEnhancedFanOut", "consumer name"}},
+		{WithEnhancedFanOutConsumerARN("arn:aws:kinesis:us-east-1:123456789012:stream/s"), []string{"WithEnhancedFanOutConsumerARN", "not a stream consumer ARN"}},
+	} {
+		msg := mustPanic(t, func() { buildConfig("kinesisio.Read", dirRead, []Option{c.opt}) })
+		for _, w := range append([]string{"kinesisio.Read"}, c.want...) {
+			if !strings.Contains(msg, w) {
+				t.Errorf("panic %q does not mention %q", msg, w)
+			}
+		}
+	}
+	msg := mustPanic(t, func() { buildConfig("kinesisio.Write", dirWrite, []Option{WithEnhancedFanOut("c")}) })
+	if !strings.Contains(msg, "Read and ReadBounded only") {
+		t.Errorf("Write accepted WithEnhancedFanOut: %q", msg)
+	}
+	const arn = "arn:aws:kinesis:us-east-1:123456789012:stream/s/consumer/c:1700000000"
+	spec := newReadSpec("s", buildConfig("kinesisio.Read", dirRead, []Option{WithEnhancedFanOut("c"), WithEnhancedFanOutConsumerARN(arn)}))
+	if spec.ConsumerARN != arn || spec.ConsumerName != "" || !spec.enhancedFanOut() {
+		t.Errorf("the later option must win: spec has name %q, ARN %q", spec.ConsumerName, spec.ConsumerARN)
+	}
+	if newReadSpec("s", buildConfig("kinesisio.Read", dirRead, nil)).enhancedFanOut() {
+		t.Errorf("polling must be the default")
+	}
+}
+
+// TestReadWithEnhancedFanOutFromLatestFollowsASplit starts at LATEST on an idle stream, splits
+// its shard once the reader has subscribed, and writes to the children only: the parent
+// ends with ChildShards, and the children, subscribed from their start, yield exactly the
+// new records.
+func TestReadWithEnhancedFanOutFromLatestFollowsASplit(t *testing.T) {
+	const stream = "efo-latest-split"
+	srv := startServer(t, stream, 1)
+	client := srv.Client()
+	putAll(t, client, stream, newWorkload(t, "old", 20, 0, 0).entries)
+
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, stream, connect(srv, WithMaxReadTime(2500*time.Millisecond), WithDescribeShardInterval(100*time.Millisecond),
+		WithMaxFetchTime(200*time.Millisecond), WithEnhancedFanOut("latest-split"))...)
+	sink := collect(s, t.Name(), recs)
+	w := newWorkload(t, "new", 100, 10, 3)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitSubs(t, srv, "the shard to be subscribed", func(subs []kinesistest.Subscription) bool { return len(subs) == 1 })
+		sh := listShards(t, client, stream)["shardId-000000000000"]
+		lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
+		if _, err := client.SplitShard(context.Background(), &kinesis.SplitShardInput{
+			StreamName: aws.String(stream), ShardToSplit: aws.String("shardId-000000000000"),
+			NewStartingHashKey: aws.String(new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1).String()),
+		}); err != nil {
+			t.Errorf("SplitShard: %v", err)
+			return
+		}
+		putAll(t, client, stream, w.entries)
+	}()
+	res, err := ptest.RunWithMetrics(p)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := expected(t, srv, stream, w.aggregates, func(r kinesistest.StoredRecord) bool { return r.ShardID != "shardId-000000000000" })
+	if len(want) != 130 {
+		t.Fatalf("the children hold %d user records, want 130", len(want))
+	}
+	assertSameRecords(t, sink.get(), want)
+	if n := srv.CallCount("SubscribeToShard"); n != 3 {
+		t.Errorf("%d SubscribeToShard calls, want 3 (the parent and its two children, once each)", n)
+	}
+	if n := counter(res, "resubscribes"); n != 0 {
+		t.Errorf("resubscribes = %d, want 0", n)
+	}
+}
+
+// TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart subscribes after a trimmed sequence
+// number: by default the read fails naming the position, and without failOnDataLoss it
+// subscribes at the trim horizon and reads what is retained.
+func TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart(t *testing.T) {
+	for _, fail := range []bool{true, false} {
+		stream := "efo-trimmed"
+		srv, trimmed := trimmedStream(t, stream)
+		want := expected(t, srv, stream, nil, nil)
+		p, s := beam.NewPipelineWithRoot()
+		recs := ReadBounded(s, stream, connect(srv, WithFailOnDataLoss(fail), WithEnhancedFanOut("trimmed"),
+			WithStartingPosition(ShardPositions(AfterSequenceNumber("shardId-000000000000", trimmed))))...)
+		if fail {
+			err := ptest.Run(p)
+			if err == nil || !strings.Contains(err.Error(), "AFTER_SEQUENCE_NUMBER "+trimmed) || !strings.Contains(err.Error(), "WithFailOnDataLoss(false)") {
+				t.Errorf("the read of a trimmed position ended with %v, want the data loss error", err)
+			}
+			continue
+		}
+		passert.Equals(s, canonical(s, recs), anys(want)...)
+		res, err := ptest.RunWithMetrics(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := counter(res, "data_loss_skips"); n != 1 {
+			t.Errorf("data_loss_skips = %d, want 1", n)
+		}
+	}
+}
+
+// BenchmarkReadBoundedEnhancedFanOutVsPolling reads the same 100,000 records of 1 KiB from
+// 2 shards with the server's limits on (polling: 5 GetRecords calls and 2 MiB per second
+// per shard, shared; enhanced fan-out: 2 MiB/s per consumer and shard), once polling and
+// once subscribed, and reports records/s of each (job start-up included). Each iteration
+// registers a consumer of its own, so that no subscription waits out the service's
+// 5-second window after the previous iteration's.
+func BenchmarkReadBoundedEnhancedFanOutVsPolling(b *testing.B) {
+	const stream, records, shards = "bench-efo", 100000, 2
+	srv := startServer(b, stream, shards)
+	var entries []types.PutRecordsRequestEntry
+	payload := make([]byte, 1024)
+	for i := range records {
+		entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String(fmt.Sprint("pk-", i)), Data: payload})
+	}
+	putAll(b, srv.Client(), stream, entries)
+	srv.SetLimits(true)
+
+	run := func(opts ...Option) time.Duration {
+		benchCount.Store(0)
+		p, s := beam.NewPipelineWithRoot()
+		counts := beam.ParDo(s, &countFn{}, ReadBounded(s, stream, connect(srv, append(opts, WithStartingPosition(TrimHorizon()))...)...))
+		beam.ParDo0(s, discardCount, stats.Sum(s, counts))
+		start := time.Now()
+		if err := ptest.Run(p); err != nil {
+			b.Fatal(err)
+		}
+		if n := benchCount.Load(); n != records {
+			b.Fatalf("read %d records, want %d", n, records)
+		}
+		return time.Since(start)
+	}
+	var pollTime, efoTime time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		pollTime += run()
+		efoTime += run(WithEnhancedFanOut(fmt.Sprint("bench-", i)))
+	}
+	pollRate := float64(records*b.N) / pollTime.Seconds()
+	efoRate := float64(records*b.N) / efoTime.Seconds()
+	b.ReportMetric(pollRate, "polling-records/s")
+	b.ReportMetric(efoRate, "efo-records/s")
+	b.ReportMetric(efoRate/pollRate, "ratio")
+}
