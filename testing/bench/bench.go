@@ -9,7 +9,9 @@
 // Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..6), --records (override
 // the read and write size), --cpuprofile PREFIX (one CPU profile per connector pipeline, in
 // PREFIX.<pipeline>, without the data set-up and baselines; read with go tool pprof -top),
-// --memprofile FILE (allocation profile at the end), -v=false (no progress on stderr).
+// --memprofile FILE (allocation profile at the end), -v=false (no progress on stderr),
+// --anchors (instead of the rows: the same work done by Beam Java's KinesisIO, built from
+// testing/anchors/java-kinesisio with Maven, side by side with this connector; see anchors.go).
 // The table goes to stdout; progress and Prism's logs to stderr.
 //
 // Every figure is a ratio against a baseline taken in the same process at the same time,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -28,8 +29,20 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each connector pipeline to this path plus \".<pipeline>\"")
 	memprofile := flag.String("memprofile", "", "write an allocation profile to this file at the end")
 	verbose := flag.Bool("v", true, "log progress to stderr")
+	anchors := flag.Bool("anchors", false, "compare with Beam Java KinesisIO instead (testing/anchors; needs java and mvn)")
 	flag.Parse()
 	beam.Init()
+	if *anchors {
+		var log io.Writer
+		if *verbose {
+			log = os.Stderr
+		}
+		if err := reportAnchors(*quick, log); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	cfg := FullConfig()
 	mode := "full"

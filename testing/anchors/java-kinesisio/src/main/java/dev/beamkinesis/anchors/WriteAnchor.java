@@ -1,0 +1,70 @@
+package dev.beamkinesis.anchors;
+
+import java.util.Map;
+import org.apache.beam.sdk.Pipeline;
+import org.apache.beam.sdk.io.GenerateSequence;
+import org.apache.beam.sdk.io.aws2.kinesis.KinesisIO;
+import org.apache.beam.sdk.io.aws2.kinesis.KinesisPartitioner;
+import org.apache.beam.sdk.transforms.MapElements;
+import org.apache.beam.sdk.values.TypeDescriptors;
+
+/**
+ * Writes messages 0..--records-1 to --stream with Beam Java's KinesisIO on the DirectRunner,
+ * with its default KPL aggregation (shard-aware) unless --aggregation=false, and reports the
+ * count and checksum of the messages handed to the write.
+ *
+ * <p>Message i has partition key "k%07d" and 100 bytes of data: i in decimal, then the letters
+ * 'a' + j % 26 for positions j after it, as the Go benchmark's benchKey and benchData.
+ */
+public final class WriteAnchor {
+  private WriteAnchor() {}
+
+  static String key(long i) {
+    return String.format("k%07d", i);
+  }
+
+  static byte[] data(long i) {
+    byte[] b = new byte[100];
+    byte[] digits = Long.toString(i).getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    System.arraycopy(digits, 0, b, 0, digits.length);
+    for (int j = digits.length; j < b.length; j++) {
+      b[j] = (byte) ('a' + j % 26);
+    }
+    return b;
+  }
+
+  /** Partition key of message i; the data is generated again by the serializer. */
+  static final class KeyPartitioner implements KinesisPartitioner<Long> {
+    @Override
+    public String getPartitionKey(Long i) {
+      return key(i);
+    }
+  }
+
+  public static void main(String[] argv) {
+    Map<String, String> a = Anchor.args(argv);
+    String stream = Anchor.need(a, "stream");
+    long n = Long.parseLong(Anchor.need(a, "records"));
+    KinesisIO.Write<Long> write =
+        KinesisIO.<Long>write()
+            .withStreamName(stream)
+            .withPartitioner(new KeyPartitioner())
+            .withSerializer(WriteAnchor::data)
+            .withClientConfiguration(Anchor.client(Anchor.need(a, "endpoint")));
+    if ("false".equals(a.get("aggregation"))) {
+      write = write.withRecordAggregationDisabled();
+    }
+    Pipeline p = Pipeline.create(Anchor.options());
+    p.apply("Messages", GenerateSequence.from(0).to(n))
+        .apply(
+            "Tally",
+            MapElements.into(TypeDescriptors.longs())
+                .via(
+                    (Long i) -> {
+                      Anchor.tally("", key(i), data(i));
+                      return i;
+                    }))
+        .apply("Write", write);
+    Anchor.run("write", stream, () -> p.run().waitUntilFinish());
+  }
+}
