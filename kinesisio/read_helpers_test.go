@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -252,4 +253,30 @@ func assertSameRecords(t *testing.T, got, want []string) {
 	if missing > 0 || extra > 0 || len(got) != len(want) {
 		t.Fatalf("read %d records, want %d: %d missing, %d unexpected or duplicated", len(got), len(want), missing, extra)
 	}
+}
+
+// assertReshardedReadExact checks the outcome of the split-and-merge workload (shard 0 split
+// into 3 and 4, shards 1 and 2 merged into 5): every write arrived before the read's end, each
+// child shard got records, and got holds exactly the stored records.
+func assertReshardedReadExact(t *testing.T, srv *kinesistest.Server, stream string, aggs map[string][]kpl.UserRecord, readEnd time.Time, got []string) {
+	t.Helper()
+	want := expected(t, srv, stream, aggs, nil)
+	stored, _ := srv.StreamRecords(stream)
+	var last time.Time
+	shardsWithData := map[string]bool{}
+	for _, r := range stored {
+		if r.ArrivalTime.After(last) {
+			last = r.ArrivalTime
+		}
+		shardsWithData[r.ShardID] = true
+	}
+	if !last.Before(readEnd) {
+		t.Fatalf("the writes ended at %v, after the read's earliest end %v; the test cannot tell what the read must return", last, readEnd)
+	}
+	for _, id := range []string{"shardId-000000000003", "shardId-000000000004", "shardId-000000000005"} {
+		if !shardsWithData[id] {
+			t.Fatalf("child shard %s got no records; the workload does not exercise it", id)
+		}
+	}
+	assertSameRecords(t, got, want)
 }
