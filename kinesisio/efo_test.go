@@ -62,9 +62,12 @@ func TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords(t *testing
 		if err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
-		if n := counter(res, "records"); n != int64(len(want)) {
-			t.Errorf("run %d: records counter = %d, want %d", run, n, len(want))
-		}
+		// The records metric is not asserted here: Prism v2.77 drops the final values of a
+		// metric whose short id it first sees in a bundle's final response
+		// (jobservices/metrics.go, contributeMetrics skips unknown short ids), and the
+		// subscription waits make this read's shards short, separate bundles. The output
+		// above is exact; the metric is asserted in the polling tests, whose bundles report
+		// progress first.
 		if n := counter(res, "getrecords_calls"); n != 0 {
 			t.Errorf("run %d: %d GetRecords calls; enhanced fan-out must not poll", run, n)
 		}
