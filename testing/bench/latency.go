@@ -123,8 +123,22 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // streaming Read with default options (plus WithMaxReadTime, so that it ends) and the
 // baseline loop consume them; both note put → seen per record, and the percentiles are over
 // the records both saw.
-func (b *Bench) rowLatency(ctx context.Context) (Row, error) {
-	srv, err := kinesistest.Start()
+//
+// rowsLatency measures it twice: 6a with polling (the default), 6b with enhanced fan-out
+// (WithEnhancedFanOut) on a server with the per-shard limits on, where SubscribeToShard
+// pushes each record as it is stored instead of waiting for the next poll.
+func (b *Bench) rowsLatency(ctx context.Context) ([]Row, error) {
+	polling, err := b.rowLatency(ctx, "6a", "default options, polling", nil)
+	if err != nil {
+		return nil, err
+	}
+	efo, err := b.rowLatency(ctx, "6b", "enhanced fan-out, server limits on",
+		[]kinesistest.Option{kinesistest.WithLimits()}, kinesisio.WithEnhancedFanOut("bench-latency"))
+	return []Row{polling, efo}, err
+}
+
+func (b *Bench) rowLatency(ctx context.Context, id, mode string, srvOpts []kinesistest.Option, readOpts ...kinesisio.Option) (Row, error) {
+	srv, err := kinesistest.Start(srvOpts...)
 	if err != nil {
 		return Row{}, fmt.Errorf("starting the Kinesis server: %w", err)
 	}
@@ -155,7 +169,7 @@ func (b *Bench) rowLatency(ctx context.Context) (Row, error) {
 	}()
 
 	p, s := beam.NewPipelineWithRoot()
-	recs := kinesisio.Read(s, "lat", connect(srv.URL(), kinesisio.WithMaxReadTime(b.cfg.LatencyTime))...)
+	recs := kinesisio.Read(s, "lat", connect(srv.URL(), append(readOpts, kinesisio.WithMaxReadTime(b.cfg.LatencyTime))...)...)
 	sink(s, beam.ParDo(s, &latencyFn{}, recs))
 	start := time.Now()
 	_, err = run(ctx, p, "latency-read")
@@ -182,8 +196,8 @@ func (b *Bench) rowLatency(ctx context.Context) (Row, error) {
 	b.cfg.logf("latency: %d put, Read saw %d, loop %d, both %d, pipeline %v", produced, len(latencyByIndex), len(loopGot), len(ours), took.Round(time.Millisecond))
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/1e6) }
 	return Row{
-		ID:       "6",
-		Name:     fmt.Sprintf("Latency put → emitted, streaming Read (default options), %d rec/s for %v", b.cfg.LatencyRate, b.cfg.LatencyTime),
+		ID:       id,
+		Name:     fmt.Sprintf("Latency put → emitted, streaming Read (%s), %d rec/s for %v", mode, b.cfg.LatencyRate, b.cfg.LatencyTime),
 		Measured: fmt.Sprintf("p50 %s, p99 %s", ms(percentile(ours, 50)), ms(percentile(ours, 99))),
 		Baseline: fmt.Sprintf("p50 %s, p99 %s (GetRecords loop from LATEST, 1 s poll when empty)", ms(percentile(theirs, 50)), ms(percentile(theirs, 99))),
 		Ratio:    float64(percentile(ours, 50)) / float64(max(percentile(theirs, 50), time.Millisecond)),
