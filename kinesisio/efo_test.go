@@ -128,26 +128,7 @@ func TestReadWithEnhancedFanOutFollowsSplitAndMergeReadingEveryRecordOnce(t *tes
 	go func() {
 		defer close(done)
 		waitSubs(t, srv, "the three shards to be subscribed", func(subs []kinesistest.Subscription) bool { return len(subs) == 3 })
-		write("during1")
-		parent := "shardId-000000000000"
-		sh := listShards(t, client, stream)[parent]
-		lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
-		hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
-		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
-		if _, err := client.SplitShard(context.Background(), &kinesis.SplitShardInput{
-			StreamName: aws.String(stream), ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String(mid.String()),
-		}); err != nil {
-			t.Errorf("SplitShard: %v", err)
-			return
-		}
-		write("during2")
-		if _, err := client.MergeShards(context.Background(), &kinesis.MergeShardsInput{
-			StreamName: aws.String(stream), ShardToMerge: aws.String("shardId-000000000001"), AdjacentShardToMerge: aws.String("shardId-000000000002"),
-		}); err != nil {
-			t.Errorf("MergeShards: %v", err)
-			return
-		}
-		write("during3")
+		writeWhileResharding(t, client, stream, write)
 	}()
 	res, err := ptest.RunWithMetrics(p)
 	<-done

@@ -3,6 +3,7 @@ package kinesisio
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"sync"
@@ -279,4 +280,31 @@ func assertReshardedReadExact(t *testing.T, srv *kinesistest.Server, stream stri
 		}
 	}
 	assertSameRecords(t, got, want)
+}
+
+// writeWhileResharding is the split-and-merge workload: it writes a batch, splits shard 0 at
+// the middle of its hash range (children 3 and 4), writes again, merges shards 1 and 2
+// (child 5) and writes a last batch. Failures are reported with t.Errorf, so it may run in
+// a goroutine.
+func writeWhileResharding(t *testing.T, client *kinesis.Client, stream string, write func(prefix string)) {
+	write("during1")
+	parent := "shardId-000000000000"
+	sh := listShards(t, client, stream)[parent]
+	lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
+	hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	if _, err := client.SplitShard(context.Background(), &kinesis.SplitShardInput{
+		StreamName: aws.String(stream), ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String(mid.String()),
+	}); err != nil {
+		t.Errorf("SplitShard: %v", err)
+		return
+	}
+	write("during2")
+	if _, err := client.MergeShards(context.Background(), &kinesis.MergeShardsInput{
+		StreamName: aws.String(stream), ShardToMerge: aws.String("shardId-000000000001"), AdjacentShardToMerge: aws.String("shardId-000000000002"),
+	}); err != nil {
+		t.Errorf("MergeShards: %v", err)
+		return
+	}
+	write("during3")
 }
