@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -37,42 +38,12 @@ func parse(t *testing.T, args ...string) config {
 	return cfg
 }
 
-// defaultTable is what `go run ./pipelines/wordcount` prints: the seed's five words and
-// the sample text, counted.
-const defaultTable = `Window: global
-+---------+-----+
-|     word|count|
-+---------+-----+
-|     word|    3|
-|  Kinesis|    2|
-|        a|    2|
-|    every|    2|
-|       of|    2|
-|    shard|    2|
-|      the|    2|
-|    twice|    2|
-|        A|    1|
-|   Apache|    1|
-|     Beam|    1|
-|Connector|    1|
-|    Spark|    1|
-|      and|    1|
-|  counted|    1|
-|   counts|    1|
-|      for|    1|
-|       in|    1|
-|       is|    1|
-|    keeps|    1|
-|    order|    1|
-|     read|    1|
-|    reads|    1|
-|  records|    1|
-|   stream|    1|
-+---------+-----+
-`
+// defaultTablePath holds what `go run ./pipelines/wordcount` prints: the seed's five words
+// and the sample text, counted. testing/flink expects the same table from a Flink run.
+const defaultTablePath = "testdata/embedded-table.txt"
 
 // defaultPipeline builds the pipeline of a command line without flags, with its tables
-// asserted to be exactly defaultTable.
+// asserted to be exactly the table in defaultTablePath.
 func defaultPipeline(t *testing.T) *beam.Pipeline {
 	t.Helper()
 	j, err := prepare(context.Background(), parse(t), environment{})
@@ -84,7 +55,7 @@ func defaultPipeline(t *testing.T) *beam.Pipeline {
 		t.Fatalf("no flags resolved to stream %q bounded=%v, want the embedded %q, bounded", j.stream, j.bounded, embeddedStream)
 	}
 	p, s := beam.NewPipelineWithRoot()
-	passert.Equals(s, j.build(s), defaultTable)
+	passert.Equals(s, j.build(s), readTable(t, defaultTablePath))
 	return p
 }
 
@@ -239,4 +210,14 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// readTable returns the expected table stored at path.
+func readTable(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the expected table: %v", err)
+	}
+	return string(b)
 }
