@@ -28,12 +28,12 @@ const (
 const (
 	maxConsumersPerStream = 20
 	maxConsumersCreating  = 5 // per account, at any one time
-	// resubscribeWindowMs is how long after a successful SubscribeToShard the
-	// same consumer's next call for the same shard is refused.
-	resubscribeWindowMs     = 5000
-	defaultSubLifetime      = 5 * time.Minute
-	defaultSubHeartbeat     = time.Second // not documented by the service
-	consumerReadBytesPerSec = 2 << 20     // per consumer per shard
+	// defaultResubscribeWindow is how long after a successful SubscribeToShard
+	// the same consumer's next call for the same shard is refused.
+	defaultResubscribeWindow = 5 * time.Second
+	defaultSubLifetime       = 5 * time.Minute
+	defaultSubHeartbeat      = time.Second // not documented by the service
+	consumerReadBytesPerSec  = 2 << 20     // per consumer per shard
 )
 
 var (

@@ -119,8 +119,8 @@ func (s *Server) subscribeToShard(r *request) (any, error) {
 		return nil, errorf(codeServiceUnavailable, "The server is shutting down.")
 	}
 	cs := c.shardLocked(*in.ShardId)
-	if cs.hasSub && r.nowMs-cs.lastSubMs < resubscribeWindowMs {
-		return nil, errorf(codeResourceInUse, "Another active subscription exists for consumer %s on shard %s, or one started less than 5 seconds ago.", *in.ConsumerARN, *in.ShardId)
+	if cs.hasSub && r.nowMs-cs.lastSubMs < s.resubWindow.Milliseconds() {
+		return nil, errorf(codeResourceInUse, "Another active subscription exists for consumer %s on shard %s, or one started less than %v ago.", *in.ConsumerARN, *in.ShardId, s.resubWindow)
 	}
 	sub := &subscription{
 		consumer: c,

@@ -21,6 +21,7 @@ type config struct {
 	consumerDelay   time.Duration
 	subLifetime     time.Duration
 	subHeartbeat    time.Duration
+	resubWindow     time.Duration
 }
 
 func defaultConfig() config {
@@ -30,6 +31,7 @@ func defaultConfig() config {
 		iteratorTTL:  5 * time.Minute,
 		subLifetime:  defaultSubLifetime,
 		subHeartbeat: defaultSubHeartbeat,
+		resubWindow:  defaultResubscribeWindow,
 	}
 }
 
@@ -48,6 +50,9 @@ func (c *config) validate() error {
 	}
 	if c.subLifetime <= 0 {
 		return fmt.Errorf("WithSubscriptionLifetime: lifetime %v must be positive", c.subLifetime)
+	}
+	if c.resubWindow < 0 {
+		return fmt.Errorf("WithResubscribeWindow: window %v must not be negative", c.resubWindow)
 	}
 	if c.subHeartbeat <= 0 {
 		return fmt.Errorf("WithSubscriptionHeartbeat: interval %v must be positive", c.subHeartbeat)
@@ -119,6 +124,16 @@ func WithConsumerActivationDelay(d time.Duration) Option {
 // subscriptions at once.
 func WithSubscriptionLifetime(d time.Duration) Option {
 	return func(c *config) { c.subLifetime = d }
+}
+
+// WithResubscribeWindow sets how long, on the server clock, after a
+// successful SubscribeToShard the server refuses another one for the same
+// consumer and shard with ResourceInUseException. The service's value, and the
+// default, is 5 seconds. Tests that make a reader subscribe again and again
+// (as happens when each checkpoint lands on another worker) shorten it so that
+// they do not wait the service's window every time.
+func WithResubscribeWindow(d time.Duration) Option {
+	return func(c *config) { c.resubWindow = d }
 }
 
 // WithSubscriptionHeartbeat sets how long, in real time, a subscription with

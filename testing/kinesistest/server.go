@@ -43,6 +43,7 @@ type Server struct {
 	consumerDelay time.Duration
 	subLifetime   time.Duration
 	subHeartbeat  time.Duration
+	resubWindow   time.Duration
 	consumerMu    sync.Mutex
 	subs          map[*subscription]struct{}
 	subsChanged   chan struct{} // closed when a subscription opens or ends
@@ -86,6 +87,7 @@ func Start(opts ...Option) (*Server, error) {
 		consumerDelay:   cfg.consumerDelay,
 		subLifetime:     cfg.subLifetime,
 		subHeartbeat:    cfg.subHeartbeat,
+		resubWindow:     cfg.resubWindow,
 		subs:            make(map[*subscription]struct{}),
 		quit:            make(chan struct{}),
 		logger:          cfg.logger,
