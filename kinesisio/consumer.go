@@ -78,8 +78,9 @@ func (r *shardReader) consumer(ctx context.Context) (string, error) {
 // resolveConsumer describes the consumer named in the spec, registering it if the stream has
 // none of that name, and waits until it is ACTIVE. Several workers may do this at once: a
 // registration that loses the race (ResourceInUseException) describes the winner's consumer.
+// A consumer of that name that is being deregistered (DELETING) is waited on until it is
+// gone, and then registered anew.
 func (r *shardReader) resolveConsumer(ctx context.Context) (string, error) {
-	name := r.spec.ConsumerName
 	var summary *kinesis.DescribeStreamSummaryOutput
 	if err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
 		var err error
@@ -89,70 +90,110 @@ func (r *shardReader) resolveConsumer(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("describing the stream: %w", err)
 	}
 	streamARN := summary.StreamDescriptionSummary.StreamARN
-
-	describe := func(in *kinesis.DescribeStreamConsumerInput) (*types.ConsumerDescription, error) {
-		var out *kinesis.DescribeStreamConsumerOutput
-		err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-			var err error
-			out, err = r.client.DescribeStreamConsumer(ctx, in)
-			return err
-		}, nil)
-		if err != nil {
-			return nil, err
-		}
-		return out.ConsumerDescription, nil
-	}
-	var notFound *types.ResourceNotFoundException
-	desc, err := describe(&kinesis.DescribeStreamConsumerInput{StreamARN: streamARN, ConsumerName: aws.String(name)})
-	var arn, status string
-	switch {
-	case err == nil:
-		arn, status = aws.ToString(desc.ConsumerARN), string(desc.ConsumerStatus)
-		log.Infof(ctx, "kinesisio: reusing enhanced fan-out consumer %s (%s)", arn, status)
-	case errors.As(err, &notFound):
-		var out *kinesis.RegisterStreamConsumerOutput
-		err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-			var err error
-			out, err = r.client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: streamARN, ConsumerName: aws.String(name)})
-			return err
-		}, nil)
-		var inUse *types.ResourceInUseException
-		switch {
-		case err == nil:
-			arn, status = aws.ToString(out.Consumer.ConsumerARN), string(out.Consumer.ConsumerStatus)
-			log.Infof(ctx, "kinesisio: registered enhanced fan-out consumer %s", arn)
-		case errors.As(err, &inUse):
-			// Another worker registered it first.
-			desc, err := describe(&kinesis.DescribeStreamConsumerInput{StreamARN: streamARN, ConsumerName: aws.String(name)})
-			if err != nil {
-				return "", fmt.Errorf("describing the consumer registered meanwhile: %w", err)
-			}
-			arn, status = aws.ToString(desc.ConsumerARN), string(desc.ConsumerStatus)
-		default:
-			return "", fmt.Errorf("registering it: %w", err)
-		}
-	default:
-		return "", fmt.Errorf("describing it: %w", err)
-	}
+	byName := &kinesis.DescribeStreamConsumerInput{StreamARN: streamARN, ConsumerName: aws.String(r.spec.ConsumerName)}
 
 	deadline := time.Now().Add(consumerActivationTimeout)
 	wait := 100 * time.Millisecond
-	for status != string(types.ConsumerStatusActive) {
-		if status == string(types.ConsumerStatusDeleting) {
-			return "", fmt.Errorf("consumer %s is being deregistered; wait until it is gone or use another name", arn)
+	var arn, status string
+	for {
+		desc, err := r.describeConsumer(ctx, byName)
+		switch {
+		case err == nil:
+			arn, status = aws.ToString(desc.ConsumerARN), string(desc.ConsumerStatus)
+			log.Infof(ctx, "kinesisio: reusing enhanced fan-out consumer %s (%s)", arn, status)
+		case isNotFound(err):
+			if arn, status, err = r.registerConsumer(ctx, streamARN, byName); err != nil {
+				return "", err
+			}
+		default:
+			return "", fmt.Errorf("describing it: %w", err)
 		}
+		for status != string(types.ConsumerStatusActive) && status != string(types.ConsumerStatusDeleting) && status != "" {
+			if time.Now().After(deadline) {
+				return "", fmt.Errorf("consumer %s is still %s after %v", arn, status, consumerActivationTimeout)
+			}
+			if err := backoff.Sleep(ctx, wait); err != nil {
+				return "", fmt.Errorf("waiting for consumer %s to become ACTIVE: %w", arn, err)
+			}
+			wait = min(2*wait, 2*time.Second)
+			desc, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
+			switch {
+			case isNotFound(err):
+				status = "" // deregistered meanwhile
+			case err != nil:
+				return "", fmt.Errorf("waiting for consumer %s to become ACTIVE: %w", arn, err)
+			default:
+				status = string(desc.ConsumerStatus)
+			}
+		}
+		if status == string(types.ConsumerStatusActive) {
+			return arn, nil
+		}
+		// Being deregistered, or gone: wait until the name is free, then register it again.
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("consumer %s is still %s after %v", arn, status, consumerActivationTimeout)
+			return "", fmt.Errorf("could not register it within %v: it was deregistered each time", consumerActivationTimeout)
 		}
-		if err := backoff.Sleep(ctx, wait); err != nil {
-			return "", fmt.Errorf("waiting for consumer %s to become ACTIVE: %w", arn, err)
+		if status == "" {
+			continue
 		}
-		wait = min(2*wait, 2*time.Second)
-		desc, err := describe(&kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
-		if err != nil {
-			return "", fmt.Errorf("waiting for consumer %s to become ACTIVE: %w", arn, err)
+		log.Infof(ctx, "kinesisio: enhanced fan-out consumer %s is being deregistered; waiting until it is gone to register %q again", arn, r.spec.ConsumerName)
+		for status != "" {
+			if time.Now().After(deadline) {
+				return "", fmt.Errorf("consumer %s is still being deregistered after %v; use another consumer name", arn, consumerActivationTimeout)
+			}
+			if err := backoff.Sleep(ctx, wait); err != nil {
+				return "", fmt.Errorf("waiting for consumer %s to be deregistered: %w", arn, err)
+			}
+			wait = min(2*wait, 2*time.Second)
+			_, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
+			switch {
+			case isNotFound(err):
+				status = ""
+			case err != nil:
+				return "", fmt.Errorf("waiting for consumer %s to be deregistered: %w", arn, err)
+			}
 		}
-		status = string(desc.ConsumerStatus)
 	}
-	return arn, nil
+}
+
+// describeConsumer calls DescribeStreamConsumer, retrying throttling and transient failures.
+func (r *shardReader) describeConsumer(ctx context.Context, in *kinesis.DescribeStreamConsumerInput) (*types.ConsumerDescription, error) {
+	var out *kinesis.DescribeStreamConsumerOutput
+	err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
+		var err error
+		out, err = r.client.DescribeStreamConsumer(ctx, in)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.ConsumerDescription, nil
+}
+
+// registerConsumer registers the consumer byName names and returns its ARN and status. When
+// another worker registered it first (ResourceInUseException), it describes that one.
+func (r *shardReader) registerConsumer(ctx context.Context, streamARN *string, byName *kinesis.DescribeStreamConsumerInput) (arn, status string, err error) {
+	var out *kinesis.RegisterStreamConsumerOutput
+	err = backoff.Do(ctx, r.retry, func(ctx context.Context) error {
+		var err error
+		out, err = r.client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: streamARN, ConsumerName: byName.ConsumerName})
+		return err
+	}, nil)
+	var inUse *types.ResourceInUseException
+	switch {
+	case err == nil:
+		arn = aws.ToString(out.Consumer.ConsumerARN)
+		log.Infof(ctx, "kinesisio: registered enhanced fan-out consumer %s", arn)
+		return arn, string(out.Consumer.ConsumerStatus), nil
+	case errors.As(err, &inUse):
+		desc, err := r.describeConsumer(ctx, byName)
+		if isNotFound(err) {
+			return "", "", nil // gone again already: the caller tries once more
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("describing the consumer registered meanwhile: %w", err)
+		}
+		return aws.ToString(desc.ConsumerARN), string(desc.ConsumerStatus), nil
+	}
+	return "", "", fmt.Errorf("registering it: %w", err)
 }

@@ -80,6 +80,11 @@ type subscription struct {
 	cont string
 	// events counts the events received.
 	events int
+	// pending is the rest of an event the last call stopped inside when its record budget
+	// ran out; the call that continues the subscription emits it first. received is when
+	// it arrived.
+	pending         *types.SubscribeToShardEvent
+	pendingReceived time.Time
 
 	// Set while parked.
 	resume startKey
@@ -368,7 +373,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 		return nil, err
 	}
 	st := &efoState{
-		readState: readState{d: d, hr: d.hashRange(), start: rest, skip: rest.skipThrough()},
+		readState: r.newReadState(d, rest, bounded),
 		shardKey:  r.shardKey(arn, d),
 		arn:       arn,
 	}
@@ -381,7 +386,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 		st.cont = sub.cont
 	} else {
 		if err := r.checkStart(ctx, &st.readState, rest); err != nil {
-			return nil, err
+			return r.readError(ctx, rt, &st.readState, arn, err)
 		}
 		if rest.Claimed == 0 && rest.VerifiedMs == 0 {
 			log.Infof(ctx, "kinesisio: subscribing to %v at %s with consumer %s", d, rest.startString(), arn)
@@ -413,7 +418,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			var wait time.Duration
 			sub, wait, err = r.subscribe(ctx, st)
 			if err != nil {
-				return nil, err
+				return r.readError(ctx, rt, &st.readState, arn, err)
 			}
 			if sub == nil {
 				if !bounded {
@@ -425,7 +430,14 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 				continue
 			}
 		}
-		ev, received, ended := sub.next(ctx, deadline)
+		var ev *types.SubscribeToShardEvent
+		var received time.Time
+		var ended bool
+		if sub.pending != nil {
+			ev, received, sub.pending = sub.pending, sub.pendingReceived, nil
+		} else {
+			ev, received, ended = sub.next(ctx, deadline)
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
 		}
@@ -442,11 +454,14 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			st.cont = sub.cont
 			sub.close()
 			sub = nil
-			var notFound *types.ResourceNotFoundException
+			if isNotFound(serr) {
+				// The shard expired, the consumer was deregistered or the stream deleted.
+				cont, err := r.resourceGone(ctx, rt, &st.readState, arn, fmt.Errorf("the subscription to %v ended: %w", d, serr))
+				if cont != nil || err != nil {
+					return cont, err
+				}
+			}
 			switch {
-			case errors.As(serr, &notFound):
-				// The consumer was deregistered or the stream deleted.
-				return nil, fmt.Errorf("kinesisio: the subscription to %v ended: %w", d, serr)
 			case st.failures > r.retry.Retries:
 				return nil, fmt.Errorf("kinesisio: %d subscriptions to %v in a row ended without an event (last error: %v)", st.failures, d, serr)
 			}
@@ -462,9 +477,19 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			return checkpoint()
 		}
 
-		done, err := r.emitRecords(ctx, &st.readState, rt, ev.Records, emit)
+		next, done, err := r.emitRecords(ctx, &st.readState, rt, ev.Records, emit)
 		if err != nil || done {
 			return sdf.StopProcessing(), err
+		}
+		if next < len(ev.Records) {
+			// The call's budget ran out inside the event, perhaps inside an aggregate: the
+			// rest of the event waits with the subscription for the next call, which skips
+			// what was emitted. Without reuse, the next subscription starts at the record
+			// emitted last (AT_SEQUENCE_NUMBER when it is an aggregate emitted in part).
+			rest := *ev
+			rest.Records = ev.Records[next:]
+			sub.pending, sub.pendingReceived = &rest, received
+			return checkpoint()
 		}
 		if ev.MillisBehindLatest != nil {
 			millisBehindLatest.Set(ctx, *ev.MillisBehindLatest)
@@ -494,7 +519,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 				return sdf.StopProcessing(), nil
 			}
 		}
-		if !bounded && (st.emitted >= r.spec.MaxRecordsPerFetch || time.Since(callStart) >= r.spec.MaxFetchTime) {
+		if !bounded && (st.spent() || time.Since(callStart) >= r.spec.MaxFetchTime) {
 			return checkpoint()
 		}
 	}

@@ -513,3 +513,52 @@ func BenchmarkReadBoundedEnhancedFanOutVsPolling(b *testing.B) {
 	b.ReportMetric(efoRate, "efo-records/s")
 	b.ReportMetric(efoRate/pollRate, "ratio")
 }
+
+// TestReadWithEnhancedFanOutCheckpointsInsideAggregates reads aggregates of 5 user records
+// with at most 7 records per ProcessElement call, so most checkpoints fall inside an
+// aggregate, in the middle of a SubscribeToShard event. Continuing the open subscription,
+// the next call emits the rest of that event first; without reuse (the residual on another
+// worker), the new subscription starts AT_SEQUENCE_NUMBER of the aggregate and skips the
+// user records already emitted. Both must deliver every record exactly once.
+func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
+	for _, reuse := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reuse=%t", reuse), func(t *testing.T) {
+			stream := "efo-checkpoints"
+			shards, w := 2, newWorkload(t, "ec", 300, 60, 5)
+			if !reuse {
+				// Every checkpoint subscribes again, at most once a second per shard.
+				shards, w = 1, newWorkload(t, "ec", 5, 8, 5)
+			}
+			srv := startServer(t, stream, shards, kinesistest.WithResubscribeWindow(0))
+			putAll(t, srv.Client(), stream, w.entries)
+			want := expected(t, srv, stream, w.aggregates, nil)
+			insideBefore := checkpointsInsideAggregates.Load()
+
+			opts := connect(srv, WithStartingPosition(TrimHorizon()), WithMaxRecordsPerFetch(7),
+				WithMaxReadTime(1500*time.Millisecond), WithDescribeShardInterval(100*time.Millisecond),
+				WithEnhancedFanOut("checkpoints"))
+			if !reuse {
+				opts = append(opts, withoutSubscriptionReuse())
+			}
+			p, s := beam.NewPipelineWithRoot()
+			passert.Equals(s, canonical(s, Read(s, stream, opts...)), anys(want)...)
+			if err := ptest.Run(p); err != nil {
+				t.Fatal(err)
+			}
+			inside := checkpointsInsideAggregates.Load() - insideBefore
+			calls := int64(srv.CallCount("SubscribeToShard"))
+			t.Logf("%d user records, %d checkpoints inside aggregates, %d SubscribeToShard calls", len(want), inside, calls)
+			// Cuts every 7 records over runs of 5-record aggregates: 40 of 45 records
+			// in aggregates gives at least 3 cuts inside one, 300 of 600 at least 10.
+			if min := int64(map[bool]int{true: 10, false: 3}[reuse]); inside < min {
+				t.Errorf("%d checkpoints fell inside an aggregate, want at least %d", inside, min)
+			}
+			switch {
+			case reuse && calls != int64(shards):
+				t.Errorf("with reuse: %d SubscribeToShard calls, want %d (one per shard)", calls, shards)
+			case !reuse && calls <= inside:
+				t.Errorf("without reuse: %d SubscribeToShard calls for %d checkpoints inside aggregates; each checkpoint must subscribe again", calls, inside)
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ func TestReadCheckpointsOftenInsideAggregatesWithoutLossOrDuplicates(t *testing.
 		t.Fatalf("workload has %d user records, want 600", len(want))
 	}
 	iteratorsBefore := srv.CallCount("GetShardIterator")
+	insideBefore := checkpointsInsideAggregates.Load()
 
 	p, s := beam.NewPipelineWithRoot()
 	recs := Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithMaxRecordsPerFetch(7),
@@ -41,6 +42,12 @@ func TestReadCheckpointsOftenInsideAggregatesWithoutLossOrDuplicates(t *testing.
 	// Every checkpoint reopens an iterator: 600 records at 7 per call need at least 86.
 	if n := srv.CallCount("GetShardIterator") - iteratorsBefore; n < 600/7 {
 		t.Errorf("the read opened %d iterators; with 7 records per call it must have checkpointed at least %d times", n, 600/7)
+	}
+	// 300 of the 600 records are in aggregates of 5, so many of the 7-record cuts fall
+	// inside one.
+	t.Logf("%d checkpoints inside aggregates", checkpointsInsideAggregates.Load()-insideBefore)
+	if n := checkpointsInsideAggregates.Load() - insideBefore; n < 10 {
+		t.Errorf("%d checkpoints fell inside an aggregate, want at least 10", n)
 	}
 }
 

@@ -123,7 +123,23 @@ type readState struct {
 	skip      *recordPosition // records up to here were claimed before this restriction
 	lastClaim *recordClaim    // the last record claimed in this call
 	emitted   int64
+	// limit, when positive, is how many user records this call emits before it checkpoints
+	// (WithMaxRecordsPerFetch, for the unbounded reader); the checkpoint may fall inside an
+	// aggregate.
+	limit int64
 }
+
+// newReadState is the state of a call that reads d from rest.
+func (r *shardReader) newReadState(d shardDescriptor, rest shardRestriction, bounded bool) readState {
+	st := readState{d: d, hr: d.hashRange(), start: rest, skip: rest.skipThrough()}
+	if !bounded {
+		st.limit = r.spec.MaxRecordsPerFetch
+	}
+	return st
+}
+
+// spent says the call has emitted as many records as it may.
+func (st *readState) spent() bool { return st.limit > 0 && st.emitted >= st.limit }
 
 // process reads the shard d from the restriction in rt, emitting each user record after
 // claiming it. An unbounded reader (we != nil) returns after a bounded amount of work or when
@@ -137,9 +153,10 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 	if rest.Empty {
 		return sdf.StopProcessing(), nil
 	}
-	st := &readState{d: d, hr: d.hashRange(), start: rest, skip: rest.skipThrough()}
+	rs := r.newReadState(d, rest, bounded)
+	st := &rs
 	if err := r.open(ctx, st, rest); err != nil {
-		return nil, err
+		return r.readError(ctx, rt, st, "", err)
 	}
 	if rest.Claimed == 0 && rest.VerifiedMs == 0 {
 		log.Infof(ctx, "kinesisio: opened %v at %s", d, rest.startString())
@@ -190,7 +207,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 				}
 				return sdf.ResumeProcessingIn(r.retry.Max), nil
 			}
-			return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+			return r.readError(ctx, rt, st, "", fmt.Errorf("kinesisio: reading %v: %w", d, err))
 		}
 		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
 		if out.NextShardIterator != nil && !caughtUp && r.spec.IdleTimeBetweenReads == 0 &&
@@ -201,9 +218,14 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 			go func(ch chan<- fetchResult, it string) { ch <- r.fetch(fctx, d, it) }(next, aws.ToString(out.NextShardIterator))
 		}
 
-		done, err := r.emitRecords(ctx, st, rt, out.Records, emit)
+		next, done, err := r.emitRecords(ctx, st, rt, out.Records, emit)
 		if err != nil || done {
 			return sdf.StopProcessing(), err
+		}
+		if next < len(out.Records) {
+			// The call's budget ran out inside the response, perhaps inside an aggregate:
+			// checkpoint after the last record emitted.
+			return sdf.ResumeProcessingIn(0), nil
 		}
 		if out.MillisBehindLatest != nil {
 			millisBehindLatest.Set(ctx, *out.MillisBehindLatest)
@@ -232,15 +254,19 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 			}
 			return sdf.ResumeProcessingIn(r.spec.PollInterval), nil
 		}
-		if !bounded && (st.emitted >= r.spec.MaxRecordsPerFetch || time.Since(callStart) >= r.spec.MaxFetchTime) {
+		if !bounded && (st.spent() || time.Since(callStart) >= r.spec.MaxFetchTime) {
 			return sdf.ResumeProcessingIn(0), nil
 		}
 	}
 }
 
-// emitRecords claims and emits the user records of one GetRecords response. It reports
-// done when the restriction has ended.
-func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.LockRTracker, records []types.Record, emit func(beam.EventTime, Record)) (bool, error) {
+// emitRecords claims and emits the user records of one GetRecords response or
+// SubscribeToShard event. It reports done when the restriction has ended. When the call's
+// budget (st.limit) runs out first it stops and returns the index of the first record not
+// wholly emitted (len(records) when every one was): that record may be an aggregate emitted
+// in part, and emitting records[next:] again with st.skip at st.lastClaim's position goes on
+// exactly where it stopped.
+func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.LockRTracker, records []types.Record, emit func(beam.EventTime, Record)) (next int, done bool, err error) {
 	var n, size int64
 	defer func() {
 		recordsRead.Inc(ctx, n)
@@ -265,7 +291,7 @@ func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.Lo
 			}
 			claim := recordClaim{Pos: pos, Last: sub == len(urs)-1, ArrivalMs: arrival.UnixMilli()}
 			if !rt.TryClaim(claim) {
-				return true, rt.GetError()
+				return i, true, rt.GetError()
 			}
 			rec := Record{
 				StreamName:                  st.d.Stream,
@@ -284,11 +310,17 @@ func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.Lo
 			n++
 			size += int64(len(u.Data))
 			if rt.IsDone() {
-				return true, nil
+				return i, true, nil
+			}
+			if st.spent() {
+				if claim.Last {
+					return i + 1, false, nil
+				}
+				return i, false, nil
 			}
 		}
 	}
-	return false, nil
+	return len(records), false, nil
 }
 
 // userRecords returns the user records of one Kinesis record: the record itself unless it is

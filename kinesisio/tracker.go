@@ -9,6 +9,11 @@ import (
 // (runners ask for them when a bundle makes no visible progress). Tests read it.
 var refusedSplits atomic.Int64
 
+// checkpointsInsideAggregates counts the checkpoints shard trackers in this process made
+// after a user record that was not the last of its KPL aggregate, whose residual must
+// re-read the aggregate and skip what was claimed. Tests read it.
+var checkpointsInsideAggregates atomic.Int64
+
 // recordClaim claims one user record. Last says it is the last user record of its Kinesis
 // record, so a checkpoint after it can resume AFTER_SEQUENCE_NUMBER instead of re-reading
 // the aggregate.
@@ -182,6 +187,7 @@ func (t *shardTracker) TrySplit(fraction float64) (primary, residual any, err er
 			res.StartKind, res.StartSub = startAfterSequence, 0
 		} else {
 			res.StartKind = startAfterSubSequence
+			checkpointsInsideAggregates.Add(1)
 		}
 		res.Claimed += t.claimed
 	}
