@@ -562,3 +562,33 @@ func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
 		})
 	}
 }
+
+// TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints is the polling fault test through
+// SubscribeToShard under the unbounded Read: 10% of the control-plane and SubscribeToShard
+// calls fail with 500/503, 5% lose their connection, and 30% of event frames are preceded by
+// a reset connection (heartbeats included), while checkpoints fall every 23 records (inside aggregates, inside
+// events). Every record must still arrive exactly once.
+func TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints(t *testing.T) {
+	const stream = "efo-faults-streaming"
+	// Heartbeats every 50ms give the faults many frames to fall before.
+	srv := startServer(t, stream, 2, kinesistest.WithResubscribeWindow(0), kinesistest.WithSubscriptionHeartbeat(50*time.Millisecond))
+	w := newWorkload(t, "ef", 400, 40, 5)
+	putAll(t, srv.Client(), stream, w.entries)
+	want := expected(t, srv, stream, w.aggregates, nil)
+	srv.SetFaults(kinesistest.Faults{
+		Seed: 13, ServerErrorRate: 0.1, DropConnectionRate: 0.05, SubscriptionDropRate: 0.3,
+		Operations: []string{"SubscribeToShard", "ListShards", "DescribeStreamSummary", "DescribeStreamConsumer", "RegisterStreamConsumer"},
+	})
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithMaxRecordsPerFetch(23),
+		WithMaxReadTime(1500*time.Millisecond), WithDescribeShardInterval(100*time.Millisecond),
+		WithEnhancedFanOut("faults"))...)
+	passert.Equals(s, canonical(s, recs), anys(want)...)
+	if err := ptest.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d SubscribeToShard calls", srv.CallCount("SubscribeToShard"))
+	if n := srv.CallCount("SubscribeToShard"); n <= 2 {
+		t.Errorf("%d SubscribeToShard calls; the faults must have made the reader subscribe again", n)
+	}
+}
