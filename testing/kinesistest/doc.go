@@ -26,8 +26,8 @@
 // ChildShards and no ContinuationSequenceNumber, then the body ends. A
 // subscription lasts WithSubscriptionLifetime on the server clock (5 minutes)
 // and then ends normally. Subscribing again to the same shard with the same
-// consumer within 5 seconds of the last successful call fails with
-// ResourceInUseException; later, the new subscription takes over and the old
+// consumer within 5 seconds (WithResubscribeWindow) of the last successful call
+// fails with ResourceInUseException; later, the new subscription takes over and the old
 // one ends with a ResourceInUseException exception frame. A subscription also
 // ends with ResourceNotFoundException when its consumer is deregistered or its
 // stream deleted, and normally when the server shuts down. In limits mode
