@@ -29,7 +29,11 @@ const consumerActivationTimeout = 5 * time.Minute
 // they never deregister it. This is the Spark connectors' kinesis.consumerType =
 // SubscribeToShard with kinesis.consumerName. Restrictions, checkpoints, deaggregation,
 // watermarks and metrics are the same as with polling; WithMaxRecordsPerRead,
-// WithPollInterval and WithIdleTimeBetweenReads do not apply.
+// WithPollInterval and WithIdleTimeBetweenReads do not apply. A shard's subscription stays
+// open from one ProcessElement call to the next on the same worker; a caught-up reader
+// returns to the runner when no event follows within 10ms and asks to resume 50ms later,
+// so that it does not hold other shards a runner put in the same bundle, and records wait
+// at most about that long.
 func WithEnhancedFanOut(consumerName string) Option {
 	return Option{name: "WithEnhancedFanOut", dirs: dirRead, apply: func(c *config) error {
 		if !streamNamePattern.MatchString(consumerName) {
@@ -93,9 +97,8 @@ func (r *shardReader) resolveConsumer(ctx context.Context) (string, error) {
 	byName := &kinesis.DescribeStreamConsumerInput{StreamARN: streamARN, ConsumerName: aws.String(r.spec.ConsumerName)}
 
 	deadline := time.Now().Add(consumerActivationTimeout)
-	wait := 100 * time.Millisecond
-	var arn, status string
 	for {
+		var arn, status string
 		desc, err := r.describeConsumer(ctx, byName)
 		switch {
 		case err == nil:
@@ -108,52 +111,52 @@ func (r *shardReader) resolveConsumer(ctx context.Context) (string, error) {
 		default:
 			return "", fmt.Errorf("describing it: %w", err)
 		}
-		for status != string(types.ConsumerStatusActive) && status != string(types.ConsumerStatusDeleting) && status != "" {
-			if time.Now().After(deadline) {
-				return "", fmt.Errorf("consumer %s is still %s after %v", arn, status, consumerActivationTimeout)
-			}
-			if err := backoff.Sleep(ctx, wait); err != nil {
-				return "", fmt.Errorf("waiting for consumer %s to become ACTIVE: %w", arn, err)
-			}
-			wait = min(2*wait, 2*time.Second)
-			desc, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
-			switch {
-			case isNotFound(err):
-				status = "" // deregistered meanwhile
-			case err != nil:
-				return "", fmt.Errorf("waiting for consumer %s to become ACTIVE: %w", arn, err)
-			default:
-				status = string(desc.ConsumerStatus)
-			}
+		status, err = r.awaitConsumer(ctx, arn, status, deadline, "to become ACTIVE", func(s string) bool {
+			return s == string(types.ConsumerStatusActive) || s == string(types.ConsumerStatusDeleting) || s == ""
+		})
+		if err != nil {
+			return "", err
 		}
 		if status == string(types.ConsumerStatusActive) {
 			return arn, nil
 		}
 		// Being deregistered, or gone: wait until the name is free, then register it again.
+		if status != "" {
+			log.Infof(ctx, "kinesisio: enhanced fan-out consumer %s is being deregistered; waiting until it is gone to register %q again", arn, r.spec.ConsumerName)
+			if _, err := r.awaitConsumer(ctx, arn, status, deadline, "to be deregistered", func(s string) bool { return s == "" }); err != nil {
+				return "", fmt.Errorf("%w; use another consumer name", err)
+			}
+		}
 		if time.Now().After(deadline) {
 			return "", fmt.Errorf("could not register it within %v: it was deregistered each time", consumerActivationTimeout)
 		}
-		if status == "" {
-			continue
+	}
+}
+
+// awaitConsumer describes the consumer arn, whose status is status now, until done says yes
+// to its status ("" once it is gone), backing off from 100ms to 2s, and returns that status.
+// It fails after deadline; what says what it waits for.
+func (r *shardReader) awaitConsumer(ctx context.Context, arn, status string, deadline time.Time, what string, done func(string) bool) (string, error) {
+	wait := 100 * time.Millisecond
+	for !done(status) {
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("consumer %s is still %s after %v waiting for it %s", arn, status, consumerActivationTimeout, what)
 		}
-		log.Infof(ctx, "kinesisio: enhanced fan-out consumer %s is being deregistered; waiting until it is gone to register %q again", arn, r.spec.ConsumerName)
-		for status != "" {
-			if time.Now().After(deadline) {
-				return "", fmt.Errorf("consumer %s is still being deregistered after %v; use another consumer name", arn, consumerActivationTimeout)
-			}
-			if err := backoff.Sleep(ctx, wait); err != nil {
-				return "", fmt.Errorf("waiting for consumer %s to be deregistered: %w", arn, err)
-			}
-			wait = min(2*wait, 2*time.Second)
-			_, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
-			switch {
-			case isNotFound(err):
-				status = ""
-			case err != nil:
-				return "", fmt.Errorf("waiting for consumer %s to be deregistered: %w", arn, err)
-			}
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return "", fmt.Errorf("waiting for consumer %s %s: %w", arn, what, err)
+		}
+		wait = min(2*wait, 2*time.Second)
+		desc, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
+		switch {
+		case isNotFound(err):
+			status = ""
+		case err != nil:
+			return "", fmt.Errorf("waiting for consumer %s %s: %w", arn, what, err)
+		default:
+			status = string(desc.ConsumerStatus)
 		}
 	}
+	return status, nil
 }
 
 // describeConsumer calls DescribeStreamConsumer, retrying throttling and transient failures.

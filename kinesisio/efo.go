@@ -46,6 +46,15 @@ const (
 	// arrived unread before t minus this margin (or before the subscription was opened, which
 	// the first event always follows); it decides when a read with an end time has ended.
 	eventDeliveryMargin = time.Second
+	// idleEventWait is how long an unbounded reader that is caught up waits for the next
+	// event before it checkpoints, leaving the subscription open, and idleResumeDelay is
+	// when it asks to be resumed. A reader that held its call for the whole
+	// WithMaxFetchTime would hold back the other shards a runner puts in the same bundle:
+	// Prism processes a bundle's elements one after the other, so with 4 shards in 2
+	// bundles each shard was read half the time and its records waited up to a second.
+	// Events that arrive while the subscription is parked wait in it for the next call.
+	idleEventWait   = 10 * time.Millisecond
+	idleResumeDelay = 50 * time.Millisecond
 )
 
 // startKey is a restriction's start, the key under which an open subscription waits for the
@@ -80,6 +89,8 @@ type subscription struct {
 	cont string
 	// events counts the events received.
 	events int
+	// caughtUp says whether the last event processed left the reader caught up.
+	caughtUp bool
 	// pending is the rest of an event the last call stopped inside when its record budget
 	// ran out; the call that continues the subscription emits it first. received is when
 	// it arrived.
@@ -359,9 +370,9 @@ func (r *shardReader) closeSubscriptions() { subscriptions.closeOwned(r) }
 
 // processEFO is process for enhanced fan-out: it reads the shard d from the restriction in
 // rt through SubscribeToShard, emitting each user record after claiming it. An unbounded
-// reader (we != nil) returns after a bounded amount of work, leaving the subscription open
-// for the call that resumes where this one stopped; a bounded one reads until its
-// restriction is done.
+// reader (we != nil) returns after a bounded amount of work, or once it is caught up and no
+// event follows within idleEventWait, leaving the subscription open for the call that
+// resumes where this one stopped; a bounded one reads until its restriction is done.
 func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
 	bounded := we == nil
 	rest := rt.GetRestriction().(shardRestriction)
@@ -406,15 +417,29 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 		defer t.Stop()
 		deadline = t.C
 	}
-	checkpoint := func() (sdf.ProcessContinuation, error) {
+	checkpoint := func(in time.Duration) (sdf.ProcessContinuation, error) {
 		if !r.spec.NoSubscriptionReuse {
 			subscriptions.park(sub, resumeKey(rest, st.lastClaim), r)
 			sub = nil
 		}
-		return sdf.ResumeProcessingIn(0), nil
+		return sdf.ResumeProcessingIn(in), nil
+	}
+	// Without reuse, a checkpoint closes the subscription and the next call must subscribe
+	// again (at most once a second): only a parked subscription makes idle checkpoints cheap.
+	var idle *time.Timer
+	if !bounded && !r.spec.NoSubscriptionReuse {
+		idle = time.NewTimer(idleEventWait)
+		idle.Stop()
+		defer idle.Stop()
 	}
 	for {
 		if sub == nil {
+			if w := subscriptions.callWait(st.shardKey); w > 0 && !bounded {
+				// The shard was subscribed less than a second ago. Waiting here would hold
+				// the bundle's other shards, and the fetch time could pass before the new
+				// subscription delivered anything: resume when the call is allowed.
+				return sdf.ResumeProcessingIn(w), nil
+			}
 			var wait time.Duration
 			sub, wait, err = r.subscribe(ctx, st)
 			if err != nil {
@@ -433,10 +458,15 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 		var ev *types.SubscribeToShardEvent
 		var received time.Time
 		var ended bool
+		wait := deadline
 		if sub.pending != nil {
 			ev, received, sub.pending = sub.pending, sub.pendingReceived, nil
 		} else {
-			ev, received, ended = sub.next(ctx, deadline)
+			if idle != nil && sub.caughtUp {
+				idle.Reset(idleEventWait)
+				wait = idle.C
+			}
+			ev, received, ended = sub.next(ctx, wait)
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
@@ -473,8 +503,12 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			continue
 		}
 		if ev == nil {
+			if wait != deadline {
+				// Caught up and idle.
+				return checkpoint(idleResumeDelay)
+			}
 			// Time to checkpoint, in the middle of waiting for an event.
-			return checkpoint()
+			return checkpoint(0)
 		}
 
 		next, done, err := r.emitRecords(ctx, &st.readState, rt, ev.Records, emit)
@@ -489,7 +523,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			rest := *ev
 			rest.Records = ev.Records[next:]
 			sub.pending, sub.pendingReceived = &rest, received
-			return checkpoint()
+			return checkpoint(0)
 		}
 		if ev.MillisBehindLatest != nil {
 			millisBehindLatest.Set(ctx, *ev.MillisBehindLatest)
@@ -505,6 +539,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			return sdf.StopProcessing(), rt.GetError()
 		}
 		sub.cont = aws.ToString(ev.ContinuationSequenceNumber)
+		sub.caughtUp = caughtUp
 		st.cont = sub.cont
 		if caughtUp {
 			at := received.Add(-eventDeliveryMargin)
@@ -520,7 +555,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			}
 		}
 		if !bounded && (st.spent() || time.Since(callStart) >= r.spec.MaxFetchTime) {
-			return checkpoint()
+			return checkpoint(0)
 		}
 	}
 }

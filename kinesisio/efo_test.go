@@ -327,19 +327,21 @@ func TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetim
 }
 
 // TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints reads the same records with
-// a checkpoint every 100ms, once continuing the open subscription at each checkpoint and
-// once closing it, and reports the SubscribeToShard calls each needed.
+// a checkpoint every 100ms or 100 records, once continuing the open subscription at each
+// checkpoint and once closing it, and reports the SubscribeToShard calls each needed. The
+// server's resubscription window is off, so closing costs only the 1 s between calls, not
+// the service's 5 s (which the benchmark shows).
 func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T) {
 	calls := map[bool]int{}
 	for _, reuse := range []bool{true, false} {
 		stream := "efo-reuse"
-		srv := startServer(t, stream, 2)
+		srv := startServer(t, stream, 2, kinesistest.WithResubscribeWindow(0))
 		w := newWorkload(t, "r", 500, 50, 5)
 		putAll(t, srv.Client(), stream, w.entries)
 		want := expected(t, srv, stream, w.aggregates, nil)
 		opts := connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(1500*time.Millisecond),
 			WithDescribeShardInterval(100*time.Millisecond), WithMaxFetchTime(100*time.Millisecond),
-			WithMaxRecordsPerFetch(50), WithEnhancedFanOut("reuse"))
+			WithMaxRecordsPerFetch(100), WithEnhancedFanOut("reuse"))
 		if !reuse {
 			opts = append(opts, withoutSubscriptionReuse())
 		}
@@ -360,6 +362,67 @@ func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T)
 	if calls[false] <= calls[true] {
 		t.Errorf("without reuse: %d SubscribeToShard calls, want more than with reuse (%d)", calls[false], calls[true])
 	}
+	// About one per checkpoint. A reader whose calls give up a new subscription before it
+	// delivers anything (the fetch time passing while the call waits to subscribe) calls
+	// hundreds of times until the subscription lifetime ends the stalemate.
+	if calls[false] > 40 {
+		t.Errorf("without reuse: %d SubscribeToShard calls for about 8 checkpoints", calls[false])
+	}
+}
+
+// TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed reads 4 shards that records keep
+// arriving at, with a fetch time far longer than the read. Prism runs the elements of a bundle
+// one after the other and splits a bundle only while it makes no progress: a reader that held
+// its ProcessElement call for the fetch time while records came kept the shards bundled after
+// its own unread until the read ended. One that checkpoints whenever it is caught up and idle
+// has every shard subscribed at once.
+func TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed(t *testing.T) {
+	const stream = "efo-busy"
+	srv := startServer(t, stream, 4)
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(5*time.Second),
+		WithMaxFetchTime(time.Hour), WithEnhancedFanOut("busy"))...)
+	sink := collect(s, t.Name(), recs)
+	// A few records for every shard every 20ms until all 4 are subscribed at once, or the
+	// read is over: the readers make progress, so Prism does not split their bundles.
+	ctx, readOver := context.WithCancel(context.Background())
+	defer readOver()
+	var subErr error
+	subscribed := make(chan struct{})
+	go func() {
+		defer close(subscribed)
+		subErr = srv.WaitSubscriptions(ctx, func(subs []kinesistest.Subscription) bool { return len(subs) == 4 })
+	}()
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-subscribed:
+				return
+			case <-tick.C:
+			}
+			var entries []types.PutRecordsRequestEntry
+			for j := range 8 {
+				entries = append(entries, types.PutRecordsRequestEntry{
+					PartitionKey: aws.String(fmt.Sprintf("k%d-%d", i, j)), Data: []byte(fmt.Sprintf("busy %d %d", i, j)),
+				})
+			}
+			putAll(t, srv.Client(), stream, entries)
+		}
+	}()
+	_, err := ptest.RunWithMetrics(p)
+	readOver()
+	<-produced
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subErr != nil {
+		t.Fatalf("the read ended before all 4 shards were subscribed at once (%v)", subErr)
+	}
+	assertSameRecords(t, sink.get(), expected(t, srv, stream, nil, nil))
 }
 
 func TestEnhancedFanOutOptions(t *testing.T) {
