@@ -51,10 +51,19 @@ type AnchorsConfig struct {
 	ReshardRecords int           // records in each of the split and merge streams
 	Timeout        time.Duration // per JVM run; a run past it is stopped and reported incomplete
 	ReshardTimeout time.Duration // the same for the reads after a split and a merge
-	// ProbeMaxRecords adds a Beam Java read bounded by withMaxNumRecords, which does not
-	// complete on the DirectRunner when the stream holds exactly that many records over
-	// several splits (see ReadAnchor.java); it runs until ReshardTimeout.
+	// JavaRead is the Beam Java read's configuration: arguments for ReadAnchor.java
+	// (--experiments, KinesisIO knobs). The default, JavaReadArgs, is the fastest of the set-ups
+	// tried (see README, "Side by side with Beam Java KinesisIO").
+	JavaRead []string
+	// ProbeMaxRecords adds Beam Java reads bounded by withMaxNumRecords: with the stream's
+	// record count, which never completes (each split is given an equal share, and a shard
+	// holding fewer records than its share never finishes; see ReadAnchor.java), and with the
+	// largest bound every shard can meet. The first runs until ReshardTimeout.
 	ProbeMaxRecords bool
+	// Alternatives adds Beam Java reads on the DirectRunner's default unbounded read (the
+	// primitive read, which restarts KinesisIO's reader every ~200 records): the plain stream
+	// and the split stream.
+	Alternatives bool
 	// ProjectDir is testing/anchors/java-kinesisio; empty means found from the working
 	// directory upwards.
 	ProjectDir string
@@ -63,13 +72,26 @@ type AnchorsConfig struct {
 
 // AnchorsQuickConfig is --anchors --quick, for CI.
 func AnchorsQuickConfig() AnchorsConfig {
-	return AnchorsConfig{Records: 5_000, Shards: 4, ReshardRecords: 3_000, Timeout: 90 * time.Second, ReshardTimeout: 40 * time.Second}
+	return AnchorsConfig{Records: 5_000, Shards: 4, ReshardRecords: 3_000, Timeout: 90 * time.Second, ReshardTimeout: 40 * time.Second,
+		JavaRead: JavaReadArgs()}
 }
 
 // AnchorsFullConfig is --anchors.
 func AnchorsFullConfig() AnchorsConfig {
-	return AnchorsConfig{Records: 50_000, Shards: 4, ReshardRecords: 10_000, Timeout: 5 * time.Minute, ReshardTimeout: 2 * time.Minute, ProbeMaxRecords: true}
+	return AnchorsConfig{Records: 50_000, Shards: 4, ReshardRecords: 10_000, Timeout: 5 * time.Minute, ReshardTimeout: 2 * time.Minute,
+		JavaRead: JavaReadArgs(), ProbeMaxRecords: true, Alternatives: true}
 }
+
+// JavaReadArgs is the Beam Java read's set-up in the table: KinesisIO's defaults, read
+// through the splittable-DoFn wrapper of Read.Unbounded (experiment use_sdf_read), which
+// keeps each split's reader across the DirectRunner's checkpoints. The DirectRunner's default
+// for Read.Unbounded is the primitive read, whose evaluator emits at most 10 records per
+// bundle and closes the reader after a bundle with probability 0.05 (Beam's
+// UnboundedReadEvaluatorFactory, to exercise checkpoint and resume), so KinesisIO restarts
+// its reader about every 200 records: 7–11× slower here, and after a reshard each restart
+// can block for 30 s (ShardReadersPool.stop waiting on a reader thread that sleeps in
+// waitUntilAllShardRecordsRead).
+func JavaReadArgs() []string { return []string{"--experiments=use_sdf_read"} }
 
 func (c AnchorsConfig) logf(format string, args ...any) {
 	if c.Log != nil {
@@ -123,6 +145,16 @@ type anchorRun struct {
 	CPU      time.Duration // the whole process's user + system CPU
 	PeakRSS  uint64        // the whole process's peak resident set, bytes
 	Shards   map[string]shardSpan
+	Java     javaStats // Beam Java runs only
+}
+
+// javaStats is what a Beam Java run's log and report say about how it read or wrote.
+type javaStats struct {
+	First        time.Duration // from Pipeline.run to the first record counted
+	ReaderStarts int           // KinesisReader.start calls ("Starting reader using" at INFO)
+	StuckCloses  int           // reader closes that waited 30 s for a shard thread (ShardReadersPool.stop)
+	Bundles      int64         // bundles that reached the counting step
+	MaxBundle    int64         // the largest of them
 }
 
 func (r anchorRun) rate() float64 { return float64(r.Got.Count) / r.Wall.Seconds() }
@@ -134,6 +166,9 @@ type anchorReport struct {
 	Records  int64                `json:"records"`
 	Checksum string               `json:"checksum"`
 	Seconds  float64              `json:"seconds"`
+	First    float64              `json:"first_seconds"`
+	Bundles  int64                `json:"bundles"`
+	MaxBndl  int64                `json:"max_bundle"`
 	Shards   map[string]shardSpan `json:"shards"`
 }
 
@@ -267,6 +302,8 @@ func (j *javaAnchor) run(ctx context.Context, timeout time.Duration, class strin
 	args = append(args, "--timeout-s="+strconv.Itoa(int(timeout.Seconds())))
 	cmd := exec.CommandContext(ctx, "java", append([]string{
 		"-Daws.cborEnabled=false", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		// Each start of KinesisIO's reader logs one line at INFO: counted below.
+		"-Dorg.slf4j.simpleLogger.log.org.apache.beam.sdk.io.aws2.kinesis.KinesisReader=info",
 		"-cp", j.classpath, "dev.beamkinesis.anchors." + class,
 	}, args...)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -297,6 +334,13 @@ func (j *javaAnchor) run(ctx context.Context, timeout time.Duration, class strin
 		Complete: rep.Complete && err == nil,
 		Wall:     time.Duration(rep.Seconds * float64(time.Second)),
 		Shards:   rep.Shards,
+		Java: javaStats{
+			First:        time.Duration(rep.First * float64(time.Second)),
+			ReaderStarts: bytes.Count(stderr.Bytes(), []byte("Starting reader using")),
+			StuckCloses:  bytes.Count(stderr.Bytes(), []byte("Executor service was not completely terminated")),
+			Bundles:      rep.Bundles,
+			MaxBundle:    rep.MaxBndl,
+		},
 	}
 	if ps := cmd.ProcessState; ps != nil {
 		r.CPU = ps.UserTime() + ps.SystemTime()
@@ -432,39 +476,58 @@ func oursWrite(ctx context.Context, url, stream string, n int) (anchorRun, error
 	return r, err
 }
 
+// storedStats describes what a stream holds.
+type storedStats struct {
+	Records  int64            // Kinesis records
+	Singles  int64            // of them, those carrying one user record (plain, or a 1-record aggregate)
+	PerShard map[string]int64 // user records per shard
+}
+
 // streamContents reads every shard of stream, open and closed, with GetRecords and
-// deaggregates what it finds: the multiset of user records the stream holds.
-func streamContents(ctx context.Context, client *kinesis.Client, stream string) (multiset, int64, error) {
+// deaggregates what it finds: the multiset of user records the stream holds. With perShard >
+// 0 it takes only the first perShard user records of each shard.
+func streamContents(ctx context.Context, client *kinesis.Client, stream string, perShard int64) (multiset, storedStats, error) {
+	st := storedStats{PerShard: map[string]int64{}}
 	out, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
 	if err != nil {
-		return multiset{}, 0, fmt.Errorf("listing shards: %w", err)
+		return multiset{}, st, fmt.Errorf("listing shards: %w", err)
 	}
 	var m multiset
-	var stored int64
 	for _, sh := range out.Shards {
+		id := aws.ToString(sh.ShardId)
 		it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
 			StreamName: aws.String(stream), ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
 		})
 		if err != nil {
-			return m, stored, fmt.Errorf("GetShardIterator: %w", err)
+			return m, st, fmt.Errorf("GetShardIterator: %w", err)
+		}
+		add := func(key string, data []byte) {
+			if perShard <= 0 || st.PerShard[id] < perShard {
+				m.add(key, data)
+			}
+			st.PerShard[id]++
 		}
 		for iter := it.ShardIterator; iter != nil; {
 			res, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
 			if err != nil {
-				return m, stored, fmt.Errorf("GetRecords: %w", err)
+				return m, st, fmt.Errorf("GetRecords: %w", err)
 			}
 			for _, r := range res.Records {
-				stored++
+				st.Records++
 				users, ok, err := kpl.Deaggregate(r.Data)
 				if err != nil {
-					return m, stored, fmt.Errorf("deaggregating: %w", err)
+					return m, st, fmt.Errorf("deaggregating: %w", err)
 				}
 				if !ok {
-					m.add(aws.ToString(r.PartitionKey), r.Data)
+					st.Singles++
+					add(aws.ToString(r.PartitionKey), r.Data)
 					continue
 				}
+				if len(users) == 1 {
+					st.Singles++
+				}
 				for _, u := range users {
-					m.add(u.PartitionKey, u.Data)
+					add(u.PartitionKey, u.Data)
 				}
 			}
 			if len(res.Records) == 0 && aws.ToInt64(res.MillisBehindLatest) == 0 {
@@ -473,7 +536,7 @@ func streamContents(ctx context.Context, client *kinesis.Client, stream string) 
 			iter = res.NextShardIterator
 		}
 	}
-	return m, stored, nil
+	return m, st, nil
 }
 
 // putRange stores records from..to-1 plainly; with ehk set, each goes to ehk(i)'s shard.
@@ -633,13 +696,14 @@ type anchorRow struct {
 type Anchors struct {
 	Rows        []anchorRow
 	BeamJava    string
+	JavaRead    []string // the Beam Java read's arguments in the main rows
 	Build       time.Duration
 	Built       string
 	Records     int
 	Shards      int
 	Aggregates  int64
-	JavaWritten int64 // Kinesis records Beam Java's write stored
-	OursWritten int64
+	JavaWritten storedStats // what Beam Java's write stored
+	OursWritten storedStats
 }
 
 // RunAnchors runs the --anchors pass.
@@ -648,7 +712,7 @@ func RunAnchors(ctx context.Context, cfg AnchorsConfig) (*Anchors, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Anchors{BeamJava: j.version, Build: j.Build, Built: j.Built, Records: cfg.Records, Shards: cfg.Shards}
+	a := &Anchors{BeamJava: j.version, JavaRead: cfg.JavaRead, Build: j.Build, Built: j.Built, Records: cfg.Records, Shards: cfg.Shards}
 	cs, err := startChildServer()
 	if err != nil {
 		return a, err
@@ -668,18 +732,28 @@ func RunAnchors(ctx context.Context, cfg AnchorsConfig) (*Anchors, error) {
 	if err := putAggregated(ctx, client, "agg", n); err != nil {
 		return a, err
 	}
-	if _, a.Aggregates, err = streamContents(ctx, client, "agg"); err != nil {
+	var aggStored storedStats
+	if _, aggStored, err = streamContents(ctx, client, "agg", 0); err != nil {
 		return a, err
+	}
+	a.Aggregates = aggStored.Records
+	javaRead := func(stream string, want multiset, grace, timeout time.Duration, extra ...string) (anchorRun, error) {
+		args := append([]string{"--endpoint=" + cs.url, "--stream=" + stream,
+			"--records=" + strconv.FormatInt(want.Count, 10), "--grace-ms=" + strconv.FormatInt(grace.Milliseconds(), 10)}, extra...)
+		r, err := j.run(ctx, timeout, "ReadAnchor", args...)
+		if err == nil {
+			cfg.logf("Beam Java read %s %s: %d records in %v, complete %v, %d reader starts, %d blocked closes",
+				stream, strings.Join(extra, " "), r.Got.Count, r.Wall.Round(time.Millisecond), r.Complete, r.Java.ReaderStarts, r.Java.StuckCloses)
+		}
+		return r, err
 	}
 	readBoth := func(name, stream string, want multiset, grace, timeout time.Duration) (anchorRow, error) {
 		row := anchorRow{Case: name, Want: want, Read: true}
 		var err error
-		row.Java, err = j.run(ctx, timeout, "ReadAnchor", "--endpoint="+cs.url, "--stream="+stream,
-			"--records="+strconv.FormatInt(want.Count, 10), "--grace-ms="+strconv.FormatInt(grace.Milliseconds(), 10))
-		if err != nil {
+		if row.Java, err = javaRead(stream, want, grace, timeout, cfg.JavaRead...); err != nil {
 			return row, err
 		}
-		cfg.logf("Beam Java read %s: %d records in %v, complete %v", stream, row.Java.Got.Count, row.Java.Wall.Round(time.Millisecond), row.Java.Complete)
+		row.JavaNote = readerNote(row.Java)
 		row.Ours, err = oursRead(ctx, cs.url, stream)
 		if err != nil {
 			return row, err
@@ -687,8 +761,9 @@ func RunAnchors(ctx context.Context, cfg AnchorsConfig) (*Anchors, error) {
 		cfg.logf("ReadBounded %s: %d records in %v", stream, row.Ours.Got.Count, row.Ours.Wall.Round(time.Millisecond))
 		return row, nil
 	}
+	plainCase := fmt.Sprintf("Read, %d shards, %s × 100 B plain records", cfg.Shards, group(int64(n)))
 	for _, c := range []struct{ name, stream string }{
-		{fmt.Sprintf("Read, %d shards, %s × 100 B plain records", cfg.Shards, group(int64(n))), "plain"},
+		{plainCase, "plain"},
 		{fmt.Sprintf("Read, %d shards, %s user records in KPL aggregates", cfg.Shards, group(int64(n))), "agg"},
 	} {
 		row, err := readBoth(c.name, c.stream, want, 0, cfg.Timeout)
@@ -697,13 +772,45 @@ func RunAnchors(ctx context.Context, cfg AnchorsConfig) (*Anchors, error) {
 		}
 		a.Rows = append(a.Rows, row)
 	}
+	if cfg.Alternatives {
+		row := anchorRow{Case: "Alternative: " + plainCase + ", on the DirectRunner's default (primitive) unbounded read", Want: want, Read: true,
+			OursNote: "as above"}
+		if row.Java, err = javaRead("plain", want, 0, cfg.Timeout); err != nil {
+			return a, err
+		}
+		row.JavaNote = readerNote(row.Java)
+		a.Rows = append(a.Rows, row)
+	}
 	if cfg.ProbeMaxRecords {
 		row := anchorRow{Case: fmt.Sprintf("Read bounded by withMaxNumRecords(%s), plain stream as above", group(int64(n))), Want: want, Read: true,
 			OursNote: "ReadBounded needs no bound: it stops at the end of every shard"}
-		if row.Java, err = j.run(ctx, cfg.ReshardTimeout, "ReadAnchor", "--endpoint="+cs.url, "--stream=plain", "--records="+strconv.Itoa(n), "--bound=max-records"); err != nil {
+		if row.Java, err = javaRead("plain", want, 0, cfg.ReshardTimeout, append([]string{"--bound=max-records"}, cfg.JavaRead...)...); err != nil {
 			return a, err
 		}
-		row.JavaNote = "the DirectRunner applies the bound to each split and releases a split's records only when it has read them all"
+		row.JavaNote = fmt.Sprintf("each of the %d splits (one per shard) must read %s; shards holding fewer never finish; %s", cfg.Shards, group(int64(n/cfg.Shards)), readerNote(row.Java))
+		a.Rows = append(a.Rows, row)
+
+		// The largest bound every split can meet: shards × the smallest shard's count; each split
+		// then delivers the first share of its shard.
+		_, st, err := streamContents(ctx, client, "plain", 0)
+		if err != nil {
+			return a, err
+		}
+		least := int64(n)
+		for _, c := range st.PerShard {
+			least = min(least, c)
+		}
+		bound := least * int64(len(st.PerShard))
+		prefix, _, err := streamContents(ctx, client, "plain", least)
+		if err != nil {
+			return a, err
+		}
+		row = anchorRow{Case: fmt.Sprintf("Read bounded by withMaxNumRecords(%s) (%d × the smallest shard's %s records), plain stream as above",
+			group(bound), len(st.PerShard), group(least)), Want: prefix, Read: true, OursNote: "as above"}
+		if row.Java, err = javaRead("plain", prefix, 0, cfg.ReshardTimeout, append([]string{"--bound=max-records"}, cfg.JavaRead...)...); err != nil {
+			return a, err
+		}
+		row.JavaNote = "the first " + group(least) + " records of each shard; " + readerNote(row.Java)
 		a.Rows = append(a.Rows, row)
 	}
 
@@ -717,19 +824,20 @@ func RunAnchors(ctx context.Context, cfg AnchorsConfig) (*Anchors, error) {
 	if w.Java, err = j.run(ctx, cfg.Timeout, "WriteAnchor", "--endpoint="+cs.url, "--stream=jout", "--records="+strconv.Itoa(n)); err != nil {
 		return a, err
 	}
-	if w.Java.Got, a.JavaWritten, err = streamContents(ctx, client, "jout"); err != nil {
+	if w.Java.Got, a.JavaWritten, err = streamContents(ctx, client, "jout", 0); err != nil {
 		return a, err
 	}
-	cfg.logf("Beam Java write: %v, %d Kinesis records", w.Java.Wall.Round(time.Millisecond), a.JavaWritten)
+	cfg.logf("Beam Java write: %v, %d Kinesis records (%d single), %d bundles (largest %d)", w.Java.Wall.Round(time.Millisecond),
+		a.JavaWritten.Records, a.JavaWritten.Singles, w.Java.Java.Bundles, w.Java.Java.MaxBundle)
 	if w.Ours, err = oursWrite(ctx, cs.url, "gout", n); err != nil {
 		return a, err
 	}
-	if w.Ours.Got, a.OursWritten, err = streamContents(ctx, client, "gout"); err != nil {
+	if w.Ours.Got, a.OursWritten, err = streamContents(ctx, client, "gout", 0); err != nil {
 		return a, err
 	}
-	cfg.logf("Write: %v, %d Kinesis records", w.Ours.Wall.Round(time.Millisecond), a.OursWritten)
-	w.JavaNote = fmt.Sprintf("%s Kinesis records", group(a.JavaWritten))
-	w.OursNote = fmt.Sprintf("%s Kinesis records", group(a.OursWritten))
+	cfg.logf("Write: %v, %d Kinesis records", w.Ours.Wall.Round(time.Millisecond), a.OursWritten.Records)
+	w.JavaNote = writtenNote(a.JavaWritten, int64(n)) + fmt.Sprintf("; %d input bundles, the largest %s messages", w.Java.Java.Bundles, group(w.Java.Java.MaxBundle))
+	w.OursNote = writtenNote(a.OursWritten, int64(n))
 	a.Rows = append(a.Rows, w)
 
 	// Resharding: what each read delivers, and in which order, after a split and a merge.
@@ -743,10 +851,43 @@ func RunAnchors(ctx context.Context, cfg AnchorsConfig) (*Anchors, error) {
 			return a, err
 		}
 		row.OursNote = orderNote(c, row.Ours.Shards)
-		row.JavaNote = orderNote(c, row.Java.Shards)
+		row.JavaNote = orderNote(c, row.Java.Shards) + "; " + row.JavaNote
 		a.Rows = append(a.Rows, row)
+		if cfg.Alternatives && c.name == "split" {
+			alt := anchorRow{Case: "Alternative: the read after a split, on the DirectRunner's default (primitive) unbounded read", Want: c.want, Read: true,
+				OursNote: "as above"}
+			if alt.Java, err = javaRead(c.name, c.want, 2*time.Second, cfg.ReshardTimeout); err != nil {
+				return a, err
+			}
+			alt.JavaNote = orderNote(c, alt.Java.Shards) + "; " + readerNote(alt.Java)
+			a.Rows = append(a.Rows, alt)
+		}
 	}
 	return a, nil
+}
+
+// readerNote says how often Beam Java started KinesisIO's reader, and how many of the closes
+// before those starts waited 30 s for a shard's thread.
+func readerNote(r anchorRun) string {
+	s := fmt.Sprintf("%d reader starts", r.Java.ReaderStarts)
+	if r.Got.Count > 0 {
+		s = fmt.Sprintf("first record after %.1fs; %s", r.Java.First.Seconds(), s)
+	}
+	if r.Java.StuckCloses > 0 {
+		s += fmt.Sprintf(", %d of the closes blocked 30 s", r.Java.StuckCloses)
+	}
+	return s
+}
+
+// writtenNote describes what a write stored for n messages.
+func writtenNote(st storedStats, n int64) string {
+	s := fmt.Sprintf("%s Kinesis records", group(st.Records))
+	if multi := st.Records - st.Singles; st.Singles > 0 && multi > 0 {
+		s += fmt.Sprintf(" (%s carrying one message; the other %s ≈ %s messages each)", group(st.Singles), group(multi), group((n-st.Singles+multi/2)/multi))
+	} else if st.Records > 0 {
+		s += fmt.Sprintf(" (≈ %s messages each)", group((n+st.Records/2)/st.Records))
+	}
+	return s
 }
 
 func orderNote(c reshardCase, spans map[string]shardSpan) string {
@@ -772,7 +913,10 @@ func exactness(r anchorRun, want multiset) string {
 
 func cellFor(r anchorRun, want multiset, note string) string {
 	if r.Wall == 0 {
-		return "–; " + note
+		if note == "" {
+			return "–"
+		}
+		return note
 	}
 	s := fmt.Sprintf("%s; %s rec/s (%.2fs); CPU %.2fs; peak RSS %s", exactness(r, want), group(int64(r.rate()+0.5)), r.Wall.Seconds(), r.CPU.Seconds(), mib(float64(r.PeakRSS)))
 	if note != "" {
@@ -786,10 +930,10 @@ func WriteAnchorsTable(w io.Writer, m Machine, mode string, a *Anchors) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "beamkinesis vs Beam Java KinesisIO (%s), %s\n\n", mode, m.Start.Format(time.RFC3339))
 	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, load average at start %s. beamkinesis on Prism (Go SDK, in process); "+
-		"Beam Java %s KinesisIO (sdks/java/io/amazon-web-services2) on the Java DirectRunner (immutability and encodability checks off), %s. "+
+		"Beam Java %s KinesisIO (sdks/java/io/amazon-web-services2) on the Java DirectRunner (immutability and encodability checks off; reads with %s unless the case says otherwise), %s. "+
 		"One kinesistest server in a child process. Rates are records over the job's wall time (Java: from Pipeline.run; Go: from beam.Run), "+
 		"CPU and peak RSS are the whole process's (the JVM's rusage; this process's rusage and VmHWM).\n\n",
-		m.CPU, m.Cores, m.GoVersion, m.LoadAvg, a.BeamJava, javaVersion())
+		m.CPU, m.Cores, m.GoVersion, m.LoadAvg, a.BeamJava, strings.Join(a.JavaRead, " "), javaVersion())
 	b.WriteString("| Case | beamkinesis | Beam Java KinesisIO | beamkinesis ÷ Java |\n|---|---|---|---|\n")
 	for _, r := range a.Rows {
 		ratio := "–"
@@ -801,6 +945,9 @@ func WriteAnchorsTable(w io.Writer, m Machine, mode string, a *Anchors) error {
 			}
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(r.Case), cell(cellFor(r.Ours, r.Want, r.OursNote)), cell(cellFor(r.Java, r.Want, r.JavaNote)), ratio)
+	}
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&b, "\nLoad average at the end: %s.\n", strings.Join(strings.Fields(string(load))[:3], " "))
 	}
 	if a.Built != "up to date" {
 		fmt.Fprintf(&b, "\nMaven build of the Java anchor: %s, %v.\n", a.Built, a.Build.Round(time.Second))

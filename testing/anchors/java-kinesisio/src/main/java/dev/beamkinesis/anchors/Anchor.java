@@ -4,7 +4,9 @@ import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
@@ -32,6 +34,10 @@ final class Anchor {
   static final AtomicLong SUM = new AtomicLong();
   /** Per shard: records, first and last nanoTime seen. */
   static final Map<String, long[]> SHARDS = new ConcurrentHashMap<>();
+
+  /** Bundles that reached a counting step, and the largest. */
+  static final AtomicLong BUNDLES = new AtomicLong();
+  static final AtomicLong MAX_BUNDLE = new AtomicLong();
 
   static volatile long startNanos;
   static final AtomicLong FIRST = new AtomicLong();
@@ -70,17 +76,28 @@ final class Anchor {
 
   /**
    * DirectRunner options. The immutability and encodability checks are off: they are test aids
-   * that cost throughput, and the anchor should get Beam Java's best.
+   * that cost throughput, and the anchor should get Beam Java's best. The program's
+   * --experiments (a comma-separated list, e.g. use_sdf_read) and --target-parallelism (the
+   * DirectRunner's worker threads, by default the larger of 3 and the processor count) are
+   * passed on.
    */
-  static PipelineOptions options() {
+  static PipelineOptions options(Map<String, String> a) {
+    String experiments = a.getOrDefault("experiments", "");
     // The server speaks JSON 1.1 only; the SDK reads this before building a client.
     System.setProperty("aws.cborEnabled", "false");
-    PipelineOptions o =
-        PipelineOptionsFactory.fromArgs(
+    List<String> args =
+        new ArrayList<>(
+            List.of(
                 "--runner=DirectRunner",
                 "--enforceImmutability=false",
-                "--enforceEncodability=false")
-            .create();
+                "--enforceEncodability=false"));
+    if (!experiments.isEmpty()) {
+      args.add("--experiments=" + experiments);
+    }
+    if (a.containsKey("target-parallelism")) {
+      args.add("--targetParallelism=" + a.get("target-parallelism"));
+    }
+    PipelineOptions o = PipelineOptionsFactory.fromArgs(args.toArray(new String[0])).create();
     o.as(AwsOptions.class).setClientBuilderFactory(Http1ClientBuilderFactory.class);
     return o;
   }
@@ -117,6 +134,12 @@ final class Anchor {
     }
   }
 
+  /** Notes a bundle of n records at a counting step. */
+  static void bundle(long n) {
+    BUNDLES.incrementAndGet();
+    MAX_BUNDLE.accumulateAndGet(n, Math::max);
+  }
+
   /** Prints the tally as one JSON line on stdout: the Go side parses the last such line. */
   static void report(String program, String stream, boolean complete) {
     long end = System.nanoTime();
@@ -135,6 +158,8 @@ final class Anchor {
         .append(",\"first_seconds\":").append(n > 0 ? (FIRST.get() - startNanos) / 1e9 : 0)
         .append(",\"steady_seconds\":").append(steady)
         .append(",\"records_per_second\":").append(total > 0 ? n / total : 0)
+        .append(",\"bundles\":").append(BUNDLES.get())
+        .append(",\"max_bundle\":").append(MAX_BUNDLE.get())
         .append(",\"shards\":{");
     String sep = "";
     for (Map.Entry<String, long[]> e : new TreeMap<>(SHARDS).entrySet()) {

@@ -5,13 +5,21 @@ import org.apache.beam.sdk.Pipeline;
 import org.apache.beam.sdk.io.GenerateSequence;
 import org.apache.beam.sdk.io.aws2.kinesis.KinesisIO;
 import org.apache.beam.sdk.io.aws2.kinesis.KinesisPartitioner;
-import org.apache.beam.sdk.transforms.MapElements;
-import org.apache.beam.sdk.values.TypeDescriptors;
+import org.apache.beam.sdk.transforms.DoFn;
+import org.apache.beam.sdk.transforms.ParDo;
+import org.joda.time.Duration;
 
 /**
  * Writes messages 0..--records-1 to --stream with Beam Java's KinesisIO on the DirectRunner,
  * with its default KPL aggregation (shard-aware) unless --aggregation=false, and reports the
- * count and checksum of the messages handed to the write.
+ * count and checksum of the messages handed to the write and the bundles they came in.
+ *
+ * <p>Usage: WriteAnchor --endpoint=URL --stream=NAME --records=N [--aggregation=false]
+ * [--max-buffered-ms=MS] [--experiments=a,b] [--target-parallelism=N]
+ *
+ * <p>KinesisIO's aggregation flushes every aggregate at the end of each bundle and otherwise
+ * after a buffering time (RecordAggregation maxBufferedTime, 500 ms by default, with 70% jitter);
+ * --max-buffered-ms sets that time.
  *
  * <p>Message i has partition key "k%07d" and 100 bytes of data: i in decimal, then the letters
  * 'a' + j % 26 for positions j after it, as the Go benchmark's benchKey and benchData.
@@ -41,6 +49,30 @@ public final class WriteAnchor {
     }
   }
 
+  /** Tallies each message on its way to the write, and the bundles the write is given. */
+  static final class TallyFn extends DoFn<Long, Long> {
+    private transient long inBundle;
+
+    @StartBundle
+    public void start() {
+      inBundle = 0;
+    }
+
+    @ProcessElement
+    public void process(@Element Long i, OutputReceiver<Long> out) {
+      Anchor.tally("", key(i), data(i));
+      inBundle++;
+      out.output(i);
+    }
+
+    @FinishBundle
+    public void finish() {
+      if (inBundle > 0) {
+        Anchor.bundle(inBundle);
+      }
+    }
+  }
+
   public static void main(String[] argv) {
     Map<String, String> a = Anchor.args(argv);
     String stream = Anchor.need(a, "stream");
@@ -54,16 +86,13 @@ public final class WriteAnchor {
     if ("false".equals(a.get("aggregation"))) {
       write = write.withRecordAggregationDisabled();
     }
-    Pipeline p = Pipeline.create(Anchor.options());
+    if (a.containsKey("max-buffered-ms")) {
+      Duration buffered = Duration.millis(Long.parseLong(a.get("max-buffered-ms")));
+      write = write.withRecordAggregation(b -> b.maxBufferedTime(buffered));
+    }
+    Pipeline p = Pipeline.create(Anchor.options(a));
     p.apply("Messages", GenerateSequence.from(0).to(n))
-        .apply(
-            "Tally",
-            MapElements.into(TypeDescriptors.longs())
-                .via(
-                    (Long i) -> {
-                      Anchor.tally("", key(i), data(i));
-                      return i;
-                    }))
+        .apply("Tally", ParDo.of(new TallyFn()))
         .apply("Write", write);
     Anchor.run("write", stream, () -> p.run().waitUntilFinish());
   }
