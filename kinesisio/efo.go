@@ -139,12 +139,17 @@ type subscriptionCache struct {
 	parked   map[string]*subscription
 	lastCall map[string]time.Time
 	lastOK   map[string]time.Time
+	// failures counts, per shard, the subscriptions in a row that ended without delivering
+	// an event, across ProcessElement calls (a call that must wait to subscribe again
+	// returns to the runner).
+	failures map[string]int
 }
 
 var subscriptions = &subscriptionCache{
 	parked:   map[string]*subscription{},
 	lastCall: map[string]time.Time{},
 	lastOK:   map[string]time.Time{},
+	failures: map[string]int{},
 }
 
 // take returns the parked subscription of shardKey if it continues exactly at resume, and
@@ -210,6 +215,19 @@ func (c *subscriptionCache) closeOwned(owner *shardReader) {
 	}
 }
 
+// ended records that a subscription of shardKey ended, after delivering an event or not,
+// and returns how many in a row have ended without one.
+func (c *subscriptionCache) ended(shardKey string, delivered bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if delivered {
+		delete(c.failures, shardKey)
+		return 0
+	}
+	c.failures[shardKey]++
+	return c.failures[shardKey]
+}
+
 // callWait is how long to wait before the next SubscribeToShard call for shardKey.
 func (c *subscriptionCache) callWait(shardKey string) time.Duration {
 	c.mu.Lock()
@@ -254,8 +272,6 @@ type efoState struct {
 	// cont is the continuation of the last event fully processed, in this call or by the
 	// call that left the subscription open; resubscriptions start after it.
 	cont string
-	// failures counts subscriptions in a row that ended without delivering an event.
-	failures int
 }
 
 // position is where the next subscription starts: after the last continuation number, or
@@ -476,11 +492,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			// good; any other end, with an error or none (a dropped connection reads as a
 			// clean end), is resubscribed from where the reader stopped.
 			serr := sub.stream.Err()
-			if sub.events > 0 {
-				st.failures = 0
-			} else {
-				st.failures++
-			}
+			failures := subscriptions.ended(st.shardKey, sub.events > 0)
 			st.cont = sub.cont
 			sub.close()
 			sub = nil
@@ -491,9 +503,9 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 					return cont, err
 				}
 			}
-			switch {
-			case st.failures > r.retry.Retries:
-				return nil, fmt.Errorf("kinesisio: %d subscriptions to %v in a row ended without an event (last error: %v)", st.failures, d, serr)
+			if failures > r.retry.Retries {
+				subscriptions.ended(st.shardKey, true) // the retried bundle starts afresh
+				return nil, fmt.Errorf("kinesisio: %d subscriptions to %v in a row ended without an event (last error: %v)", failures, d, serr)
 			}
 			resubscribes.Inc(ctx, 1)
 			if serr != nil {

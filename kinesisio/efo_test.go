@@ -655,3 +655,27 @@ func TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints(t *testing.T) {
 		t.Errorf("%d SubscribeToShard calls; the faults must have made the reader subscribe again", n)
 	}
 }
+
+// TestReadWithEnhancedFanOutFailsWhenSubscriptionsNeverDeliver drops every subscription
+// before its first event. Each drop makes the reader return to the runner until it may
+// subscribe again, so the count of subscriptions in a row without an event must survive
+// from one ProcessElement call to the next: after WithRetries of them the read fails,
+// saying so, instead of resubscribing forever.
+func TestReadWithEnhancedFanOutFailsWhenSubscriptionsNeverDeliver(t *testing.T) {
+	const stream = "efo-never"
+	srv := startServer(t, stream, 1, kinesistest.WithResubscribeWindow(0))
+	srv.SetFaults(kinesistest.Faults{Seed: 3, SubscriptionDropRate: 1, Operations: []string{"SubscribeToShard"}})
+	p, s := beam.NewPipelineWithRoot()
+	Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithEnhancedFanOut("never"),
+		WithRetries(2, 5*time.Millisecond, 50*time.Millisecond))...)
+	err := ptest.Run(p)
+	if err == nil {
+		t.Fatalf("the read succeeded")
+	}
+	if !strings.Contains(err.Error(), "3 subscriptions to shard shardId-000000000000 of stream efo-never in a row ended without an event") {
+		t.Errorf("error does not say the subscriptions kept ending without an event: %v", err)
+	}
+	if n := srv.CallCount("SubscribeToShard"); n < 3 {
+		t.Errorf("%d SubscribeToShard calls, want at least 3", n)
+	}
+}
