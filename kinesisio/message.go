@@ -30,7 +30,8 @@ type Message struct {
 	// instead of the partition key's hash.
 	ExplicitHashKey string
 	// Data is the payload. Partition key plus data must fit in the stream's record size
-	// limit (1 MiB unless raised).
+	// limit: 1 MiB unless raised with UpdateMaxRecordSize (up to 10 MiB), as Write reads it
+	// from DescribeStreamSummary's MaxRecordSizeInKiB.
 	Data []byte
 }
 
@@ -49,7 +50,7 @@ type FailedMessage struct {
 
 // ErrorCodeInvalidMessage is the ErrorCode of a FailedMessage that was never sent because
 // the service would refuse it: an empty or too long partition key, a malformed explicit hash
-// key, or a record over the size limit.
+// key, or a record over the stream's record size limit (see Write).
 const ErrorCodeInvalidMessage = "InvalidMessage"
 
 // MessagesFromBytes turns a PCollection<[]byte> into a PCollection<Message> keyed by keyFn.

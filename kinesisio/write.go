@@ -9,8 +9,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/aws/smithy-go"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/batch"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/producer"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 )
@@ -31,8 +33,23 @@ func init() {
 // kept within each shard's write limits (WithRateLimit). Entries the service fails are
 // retried with backoff (WithRetries); what still fails goes to the failed output, or fails
 // the bundle with WithFailOnError. Messages the service would refuse (empty partition key,
-// a key over 256 characters, a bad explicit hash key, a record over 1 MiB) go to the
-// failed output at once with ErrorCode ErrorCodeInvalidMessage.
+// a key over 256 characters, a bad explicit hash key, a record over the stream's size
+// limit) go to the failed output at once with ErrorCode ErrorCodeInvalidMessage; with
+// WithFailOnError a message over the size limit fails the bundle instead (raising the
+// stream's limit can fix it), while the others still go to the failed output.
+//
+// Record size: each worker reads the stream's record size limit (MaxRecordSizeInKiB, 1 MiB
+// unless raised with UpdateMaxRecordSize or CreateStream, at most 10 MiB) with
+// DescribeStreamSummary when it starts, so the writer's role needs
+// kinesis:DescribeStreamSummary besides ListShards and PutRecords (without it the writer
+// warns and keeps to 1 MiB). A message whose partition key plus data exceeds the limit
+// fails with a reason naming its size, the limit and the remedy; a writer started before
+// the limit was raised keeps the old one until it restarts. Messages over the aggregate
+// size (WithMaxAggregateBytes) go out as plain records of their own. PutRecords requests
+// stay within 5 MiB for a stream at 1 MiB and use the service's 10 MiB otherwise. Large
+// records still count against a shard's 1 MiB/s: one larger than a shard's budget is sent
+// when the budget is full and holds the shard's next records back until it is paid off,
+// so large records are for intermittent use, as the service intends.
 //
 // A bundle finishes only when all its messages are acknowledged or failed, so the write is
 // at-least-once: a retried bundle, a lost response or a resharding (see the README) can
@@ -94,9 +111,13 @@ func (fn *writeFn) start(ctx context.Context) error {
 		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
 	}
 	policy := backoff.Policy{Retries: fn.Retry.NumRetries, Initial: fn.Retry.RetryInterval, Max: fn.Retry.MaxRetryInterval}
+	maxRecord, err := writerMaxRecordBytes(ctx, client, fn.Stream, policy)
+	if err != nil {
+		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
+	}
 	p, err := producer.New(client, producer.Config{
 		Stream:           fn.Stream,
-		Limits:           fn.Write.limits(),
+		Limits:           fn.Write.limits(maxRecord),
 		MaxBufferedTime:  fn.Write.RecordMaxBufferedTime,
 		MaxConnections:   fn.Write.MaxConnections,
 		MaxBufferedBytes: fn.Write.MaxBufferedBytes,
@@ -109,8 +130,25 @@ func (fn *writeFn) start(ctx context.Context) error {
 		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
 	}
 	fn.p, fn.reported = p, producer.Stats{}
-	log.Debugf(ctx, "kinesisio.Write to %q: started with %s, aggregation %v", fn.Stream, fn.Client.credentialsSource(), fn.Write.Aggregate)
+	log.Debugf(ctx, "kinesisio.Write to %q: started with %s, aggregation %v, record size limit %d bytes", fn.Stream, fn.Client.credentialsSource(), fn.Write.Aggregate, maxRecord)
 	return nil
+}
+
+// writerMaxRecordBytes returns the record size limit a writer to stream uses: the
+// stream's MaxRecordSizeInKiB, or the default 1 MiB with a warning when the writer may not
+// describe the stream (a role that allows only ListShards and PutRecords keeps working as
+// before large records).
+func writerMaxRecordBytes(ctx context.Context, api producer.Describer, stream string, policy backoff.Policy) (int, error) {
+	n, err := producer.StreamMaxRecordBytes(ctx, api, stream, policy)
+	if err == nil {
+		return n, nil
+	}
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "AccessDeniedException" {
+		return 0, fmt.Errorf("describing the stream for its record size limit: %w", err)
+	}
+	log.Warnf(ctx, "kinesisio.Write to %q: cannot describe the stream (%v); assuming the default record size limit of 1 MiB. Allow kinesis:DescribeStreamSummary to write larger records to a stream that takes them.", stream, err)
+	return batch.DefaultMaxRecordBytes, nil
 }
 
 // StartBundle takes the emitter only because Beam requires every method to declare the
@@ -131,6 +169,13 @@ func (fn *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, m Mess
 			return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
 		}
 		writeInvalid.Inc(ctx, 1)
+		if invalid.TooLarge && fn.Write.FailOnError {
+			// Unlike a bad key, a message too large can be written once the stream's limit
+			// is raised; the retried bundle's writer reads the limit again.
+			fn.report(ctx)
+			fn.abandon()
+			return fmt.Errorf("%w: partition key %q: %s", errWriteFailedRecord, m.PartitionKey, invalid.Reason)
+		}
 		emit(et, FailedMessage{Message: m, Reason: "invalid message: " + invalid.Reason, ErrorCode: ErrorCodeInvalidMessage})
 	}
 	if err := fn.emitFailures(ctx, emit); err != nil {

@@ -63,20 +63,23 @@ func defaultWriteConfig() writeConfig {
 	}
 }
 
-// limits are the packing limits the configuration implies.
-func (w *writeConfig) limits() batch.Limits {
+// limits are the packing limits the configuration implies for a stream whose record size
+// limit (partition key + data, MaxRecordSizeInKiB) is maxRecordBytes: raw records up to
+// it, aggregates up to MaxAggregateBytes whatever the stream allows, and requests of 5 MiB,
+// or 10 MiB when the stream allows records over 1 MiB (batch.RequestBytesFor).
+func (w *writeConfig) limits(maxRecordBytes int) batch.Limits {
 	return batch.Limits{
 		Aggregate:           w.Aggregate,
 		MaxAggregateBytes:   w.MaxAggregateBytes,
 		MaxAggregateRecords: w.MaxAggregateRecords,
-		MaxRecordBytes:      batch.DefaultMaxRecordBytes,
+		MaxRecordBytes:      maxRecordBytes,
 		MaxRequestEntries:   batch.MaxRequestEntries,
-		MaxRequestBytes:     batch.DefaultMaxRequestBytes,
+		MaxRequestBytes:     batch.RequestBytesFor(maxRecordBytes),
 	}
 }
 
 func (w *writeConfig) validate() error {
-	if err := w.limits().Validate(); err != nil {
+	if err := w.limits(batch.DefaultMaxRecordBytes).Validate(); err != nil {
 		return fmt.Errorf("write limits: %w", err)
 	}
 	return nil
@@ -104,7 +107,8 @@ func WithoutAggregation() Option {
 
 // WithMaxAggregateBytes bounds the size of an aggregated record as the service counts it
 // (partition key + data), 64 bytes to 1 MiB. Default 51200 (the KPL's). Messages too large
-// for an aggregate are sent on their own.
+// for an aggregate are sent on their own, as plain records, up to the stream's record size
+// limit (see Write): a stream that allows larger records does not make aggregates larger.
 func WithMaxAggregateBytes(n int) Option {
 	return Option{name: "WithMaxAggregateBytes", dirs: dirWrite, apply: func(c *config) error {
 		if n < 64 || n > batch.DefaultMaxRecordBytes {
@@ -173,6 +177,9 @@ func WithFlushWaitTime(d time.Duration) Option {
 
 // WithRateLimit sets the share of each shard's write limits (1000 records/s, 1 MiB/s) a
 // worker allows itself, in percent, 1 to 1000. An aggregated record counts as one record.
+// A record larger than a shard's budget (a large record on a stream that allows them, see
+// Write) is sent once the shard's budget is full and delays that shard's next records until
+// its bytes are paid off, so the long-run rate holds.
 // Default 100, so a healthy stream is not driven into throttling. The limit is per worker:
 // with several workers writing to the same shards, lower it or rely on retries. (The KPL's
 // default of 150 relies on retrying until a 30 s TTL; Write's retries are counted.)
@@ -189,7 +196,9 @@ func WithRateLimit(percent int) Option {
 // WithMaxBufferedBytes bounds the memory a worker's writer holds in messages not yet
 // acknowledged, at least 1 MiB; processing blocks beyond it. Default 32 MiB. A message counts
 // its partition key and data twice (the message and its encoded copy) plus about 256 bytes of
-// bookkeeping, so the bound holds for the heap, not just for the payload bytes.
+// bookkeeping, so the bound holds for the heap, not just for the payload bytes. A single
+// message over the bound (a large record on a stream that allows them) is still accepted,
+// once everything before it is acknowledged.
 func WithMaxBufferedBytes(n int) Option {
 	return Option{name: "WithMaxBufferedBytes", dirs: dirWrite, apply: func(c *config) error {
 		if n < batch.DefaultMaxRecordBytes {
@@ -201,8 +210,10 @@ func WithMaxBufferedBytes(n int) Option {
 }
 
 // WithFailOnError makes a message that cannot be written fail the bundle (and so, after
-// the runner's retries, the pipeline) instead of going to the failed output. Invalid
-// messages (bad keys, too large) still go to the failed output: retrying cannot fix them.
+// the runner's retries, the pipeline) instead of going to the failed output. This includes
+// a message over the stream's record size limit: raising the limit with
+// UpdateMaxRecordSize lets the retried bundle write it. Other invalid messages (bad keys)
+// still go to the failed output: retrying cannot fix them.
 func WithFailOnError() Option {
 	return Option{name: "WithFailOnError", dirs: dirWrite, apply: func(c *config) error {
 		c.write.FailOnError = true

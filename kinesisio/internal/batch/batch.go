@@ -16,12 +16,31 @@ import (
 const (
 	// MaxRequestEntries is the most records one PutRecords call takes.
 	MaxRequestEntries = 500
-	// DefaultMaxRecordBytes is a stream's default record size limit, partition key included.
+	// DefaultMaxRecordBytes is a stream's default record size limit, partition key included
+	// (MaxRecordSizeInKiB 1024, also what a stream that does not report one allows).
 	DefaultMaxRecordBytes = 1 << 20
+	// MaxRecordBytes is the largest record size limit a stream can have: UpdateMaxRecordSize
+	// and CreateStream take MaxRecordSizeInKiB up to 10240.
+	MaxRecordBytes = 10 << 20
 	// DefaultMaxRequestBytes is the KPL's PutRecords size limit (CollectionMaxSize), the
-	// service's limit before large records and still what many emulators enforce.
+	// service's limit before large records and still what many emulators enforce. Requests
+	// to a stream with the default record size limit keep to it.
 	DefaultMaxRequestBytes = 5 << 20
+	// LargeMaxRequestBytes is the service's PutRecords size limit (partition keys
+	// included) since large records, used for streams whose record size limit is raised.
+	LargeMaxRequestBytes = 10 << 20
 )
+
+// RequestBytesFor returns the PutRecords size limit for a stream whose record size limit
+// is maxRecordBytes: the conservative 5 MiB for a stream at the default 1 MiB, the
+// service's 10 MiB for a stream that allows larger records (so any record it allows,
+// even one over 5 MiB, fits in a request).
+func RequestBytesFor(maxRecordBytes int) int {
+	if maxRecordBytes <= DefaultMaxRecordBytes {
+		return DefaultMaxRequestBytes
+	}
+	return LargeMaxRequestBytes
+}
 
 // Limits bounds what the packer produces.
 type Limits struct {
@@ -33,11 +52,14 @@ type Limits struct {
 	MaxAggregateBytes int
 	// MaxAggregateRecords bounds the user records in one aggregate.
 	MaxAggregateRecords int
-	// MaxRecordBytes is the stream's record size limit (partition key + data).
+	// MaxRecordBytes is the stream's record size limit (partition key + data), 1 MiB by
+	// default and up to 10 MiB (MaxRecordSizeInKiB). It bounds raw records; aggregates keep
+	// to MaxAggregateBytes, which must not exceed it.
 	MaxRecordBytes int
 	// MaxRequestEntries bounds the records in one PutRecords request (at most 500).
 	MaxRequestEntries int
-	// MaxRequestBytes bounds a PutRecords request (partition keys + data of its records).
+	// MaxRequestBytes bounds a PutRecords request (partition keys + data of its records);
+	// RequestBytesFor gives the value for a stream's record size limit.
 	MaxRequestBytes int
 }
 
@@ -45,12 +67,14 @@ type Limits struct {
 // that cannot hold a single record.
 func (l Limits) Validate() error {
 	switch {
-	case l.MaxRecordBytes < 1:
-		return fmt.Errorf("the record size limit %d must be positive", l.MaxRecordBytes)
+	case l.MaxRecordBytes < 1 || l.MaxRecordBytes > MaxRecordBytes:
+		return fmt.Errorf("the record size limit %d must be within 1..%d", l.MaxRecordBytes, MaxRecordBytes)
 	case l.MaxRequestEntries < 1 || l.MaxRequestEntries > MaxRequestEntries:
 		return fmt.Errorf("the request entry limit %d must be within 1..%d", l.MaxRequestEntries, MaxRequestEntries)
 	case l.MaxRequestBytes < l.MaxRecordBytes:
 		return fmt.Errorf("the request size limit %d is below the record size limit %d", l.MaxRequestBytes, l.MaxRecordBytes)
+	case l.MaxRequestBytes > LargeMaxRequestBytes:
+		return fmt.Errorf("the request size limit %d is over the service's %d", l.MaxRequestBytes, LargeMaxRequestBytes)
 	}
 	if l.Aggregate {
 		switch {

@@ -274,11 +274,95 @@ func TestLimitsValidate(t *testing.T) {
 		"501 entries":                 func(l *Limits) { l.MaxRequestEntries = 501 },
 		"request below a record":      func(l *Limits) { l.MaxRequestBytes = l.MaxRecordBytes - 1 },
 		"zero aggregate records":      func(l *Limits) { l.MaxAggregateRecords = 0 },
+		"record over 10 MiB":          func(l *Limits) { l.MaxRecordBytes, l.MaxRequestBytes = MaxRecordBytes+1, MaxRecordBytes+1 },
+		"request over 10 MiB":         func(l *Limits) { l.MaxRequestBytes = LargeMaxRequestBytes + 1 },
 	} {
 		l := good
 		mutate(&l)
 		if l.Validate() == nil {
 			t.Errorf("%s: Validate accepted %+v", name, l)
 		}
+	}
+}
+
+// The request size rule: a stream at the default 1 MiB keeps the conservative 5 MiB per
+// request; a stream that allows larger records gets the service's 10 MiB, so that any
+// record it allows fits in a request.
+func TestRequestBytesFollowTheStreamsRecordLimit(t *testing.T) {
+	for _, tc := range []struct{ record, request int }{
+		{DefaultMaxRecordBytes, 5 << 20},
+		{DefaultMaxRecordBytes + 1024, 10 << 20},
+		{5 << 20, 10 << 20},
+		{6 << 20, 10 << 20},
+		{MaxRecordBytes, 10 << 20},
+	} {
+		if got := RequestBytesFor(tc.record); got != tc.request {
+			t.Errorf("RequestBytesFor(%d) = %d, want %d", tc.record, got, tc.request)
+		}
+		l := limits(51200)
+		l.MaxRecordBytes, l.MaxRequestBytes = tc.record, RequestBytesFor(tc.record)
+		if err := l.Validate(); err != nil {
+			t.Errorf("limits for a record limit of %d: %v", tc.record, err)
+		}
+	}
+}
+
+// Requests to a 10 MiB stream: a record of the maximum size fits alone, records of 9 and
+// 3 MiB never share a request, and no request goes over 10 MiB with the partition keys.
+func TestLargeRecordsFitRequestsOfTenMiB(t *testing.T) {
+	l := limits(51200)
+	l.MaxRecordBytes, l.MaxRequestBytes = MaxRecordBytes, RequestBytesFor(MaxRecordBytes)
+	entry := func(n int) *Entry {
+		return &Entry{Record: kpl.KinesisRecord{PartitionKey: "pk", Data: make([]byte, n-2)}} // size n with the key
+	}
+	var req Request
+	if !req.Fits(entry(MaxRecordBytes), l) {
+		t.Fatal("a 10 MiB record (key included) does not fit an empty request")
+	}
+	if req.Fits(entry(MaxRecordBytes+1), l) {
+		t.Fatal("a record one byte over 10 MiB fits a request")
+	}
+	// Pack a mix the way the producer does: a new request when the next entry does not fit.
+	sizes := []int{9 << 20, 3 << 20, 100, 100, 3 << 20, 3 << 20, 9 << 20, 51200, 3 << 20, 1 << 20}
+	var reqs []*Request
+	cur := &Request{}
+	for _, n := range sizes {
+		e := entry(n)
+		if !cur.Fits(e, l) {
+			reqs = append(reqs, cur)
+			cur = &Request{}
+		}
+		if !cur.Fits(e, l) {
+			t.Fatalf("a %d-byte entry does not fit an empty request", n)
+		}
+		cur.Add(e)
+	}
+	reqs = append(reqs, cur)
+	for i, r := range reqs {
+		if r.Bytes > 10<<20 {
+			t.Errorf("request %d holds %d bytes, over 10 MiB", i, r.Bytes)
+		}
+		nine, three := 0, 0
+		for _, e := range r.Entries {
+			switch e.Size() {
+			case 9 << 20:
+				nine++
+			case 3 << 20:
+				three++
+			}
+		}
+		if nine > 1 || (nine == 1 && three > 0) {
+			t.Errorf("request %d holds %d records of 9 MiB and %d of 3 MiB", i, nine, three)
+		}
+	}
+	// The same mix for a 1 MiB stream would be refused record by record; its requests
+	// stay within 5 MiB.
+	d := limits(51200)
+	var small Request
+	for !small.Full(d) && small.Fits(entry(1<<20), d) {
+		small.Add(entry(1 << 20))
+	}
+	if small.Bytes != 5<<20 {
+		t.Errorf("a 1 MiB stream's request took %d bytes of 1 MiB records, want 5 MiB", small.Bytes)
 	}
 }

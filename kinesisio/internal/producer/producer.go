@@ -93,7 +93,12 @@ type Failure struct {
 }
 
 // InvalidError is returned by Put for a record the service would refuse.
-type InvalidError struct{ Reason string }
+type InvalidError struct {
+	Reason string
+	// TooLarge says the record is over the stream's record size limit: unlike a bad key,
+	// raising the stream's limit (UpdateMaxRecordSize) can make it valid.
+	TooLarge bool
+}
 
 // Error returns the reason.
 func (e *InvalidError) Error() string { return e.Reason }
@@ -178,8 +183,10 @@ func New(api API, cfg Config) (*Producer, error) {
 }
 
 // Put accepts a user record. It returns an *InvalidError for a record the service would
-// refuse (nothing is sent), and another error only when the shard map cannot be listed or
-// ctx ends. It blocks while the buffered bytes are over the limit.
+// refuse (nothing is sent), among them one larger than Limits.MaxRecordBytes, and another
+// error only when the shard map cannot be listed or ctx ends. It blocks while the buffered
+// bytes are over the limit, except that a record is always accepted when nothing is
+// buffered, so that one record larger than the bound cannot block forever.
 func (p *Producer) Put(ctx context.Context, rec kpl.UserRecord, meta any) error {
 	if err := rec.Validate(); err != nil {
 		return &InvalidError{Reason: err.Error()}
@@ -191,8 +198,7 @@ func (p *Producer) Put(ctx context.Context, rec kpl.UserRecord, meta any) error 
 	}
 	it := &batch.Item{Record: rec, Meta: meta}
 	if size := it.Size(); size > p.cfg.Limits.MaxRecordBytes {
-		return &InvalidError{Reason: fmt.Sprintf("record of %d bytes (partition key %d + data %d) is over the stream's record size limit of %d bytes",
-			size, len(rec.PartitionKey), len(rec.Data), p.cfg.Limits.MaxRecordBytes)}
+		return &InvalidError{Reason: tooLarge(p.cfg.Stream, rec, p.cfg.Limits.MaxRecordBytes), TooLarge: true}
 	}
 	h, err := rec.HashKey()
 	if err != nil {
@@ -631,6 +637,7 @@ func (p *Producer) send(req *batch.Request) {
 		}
 	}
 	var out *kinesis.PutRecordsOutput
+	sent := time.Now()
 	err := backoff.Do(p.ctx, p.cfg.Retry, func(ctx context.Context) error {
 		p.stats.calls.Add(1)
 		var err error
@@ -640,6 +647,14 @@ func (p *Producer) send(req *batch.Request) {
 		}
 		return err
 	}, func(int, error, backoff.Class, time.Duration) { p.stats.retries.Add(1) })
+
+	if p.limiter != nil && err == nil {
+		// Large records were charged when they left; the service counted them on arrival.
+		inFlight := time.Since(sent)
+		for _, e := range req.Entries {
+			p.limiter.Answered(e.Shard, e.Size(), inFlight)
+		}
+	}
 
 	// Evidence of resharding needs a fresh map before deciding where records belong.
 	var m *route.Map
@@ -776,6 +791,47 @@ func (p *Producer) fail(items []*batch.Item, code, reason string) {
 	}
 	p.stats.failures.Add(int64(len(items)))
 	p.resolve(items)
+}
+
+// tooLarge explains why rec cannot be written to a stream whose record size limit is
+// limit, and what to do about it.
+func tooLarge(stream string, rec kpl.UserRecord, limit int) string {
+	size := len(rec.PartitionKey) + len(rec.Data)
+	reason := fmt.Sprintf("record of %d bytes (partition key %d + data %d) is over the stream's record size limit of %d bytes (stream %q, MaxRecordSizeInKiB %d)",
+		size, len(rec.PartitionKey), len(rec.Data), limit, stream, limit>>10)
+	if size <= batch.MaxRecordBytes {
+		return reason + fmt.Sprintf("; raise the stream's limit with UpdateMaxRecordSize (MaxRecordSizeInKiB up to %d, 10 MiB) and restart the pipeline (writers read the limit when they start), or make the message smaller",
+			batch.MaxRecordBytes>>10)
+	}
+	return reason + "; no stream takes records over 10 MiB (partition key included): split the message, or store the payload elsewhere (such as S3) and write a reference to it"
+}
+
+// Describer is the part of the Kinesis client StreamMaxRecordBytes uses.
+type Describer interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+}
+
+// StreamMaxRecordBytes returns stream's record size limit in bytes (partition key + data)
+// as DescribeStreamSummary reports it in MaxRecordSizeInKiB, retrying by policy. A summary
+// without the field (a service or emulator that predates large records) means the default
+// 1 MiB.
+func StreamMaxRecordBytes(ctx context.Context, api Describer, stream string, policy backoff.Policy) (int, error) {
+	var out *kinesis.DescribeStreamSummaryOutput
+	err := backoff.Do(ctx, policy, func(ctx context.Context) error {
+		var err error
+		out, err = api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		return err
+	}, nil)
+	if err != nil {
+		return 0, err
+	}
+	if out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.MaxRecordSizeInKiB == nil {
+		return batch.DefaultMaxRecordBytes, nil
+	}
+	kib := int(*out.StreamDescriptionSummary.MaxRecordSizeInKiB)
+	// Clamp to what the service documents (1024..10240 KiB), so a stray value can neither
+	// refuse every record nor make requests the service would reject whole.
+	return min(max(kib<<10, batch.DefaultMaxRecordBytes), batch.MaxRecordBytes), nil
 }
 
 // describe returns an error's service code (or a generic one) and a message.
