@@ -106,10 +106,11 @@ func TestWriteLargeMessagesToARaisedStream(t *testing.T) {
 			srv.SetLimits(limits)
 			p, s := beam.NewPipelineWithRoot()
 			// Prism may run the write in more than one DoFn instance, each with its own rate
-			// limiter (the limit is per worker), so the server can throttle some entries:
-			// allow the retries that takes.
+			// limiter (the limit is per worker), so the server can throttle some entries. A
+			// 9 MiB record leaves its shard's server-side bucket about 9 s in debt, so the
+			// retries must span more than that: 30 retries backing off to 2 s span ~50 s.
 			failed := Write(s, "big", largeAndSmall(s, small), to(srv, WithAggregation(),
-				WithRetries(10, 100*time.Millisecond, time.Second))...)
+				WithRetries(30, 100*time.Millisecond, 2*time.Second))...)
 			passert.Empty(s, failed)
 			pr, err := ptest.RunWithMetrics(p)
 			if err != nil {
