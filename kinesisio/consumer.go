@@ -99,7 +99,7 @@ func (r *shardReader) resolveConsumer(ctx context.Context) (string, error) {
 	deadline := time.Now().Add(consumerActivationTimeout)
 	for {
 		var arn, status string
-		desc, err := r.describeConsumer(ctx, byName)
+		desc, err := r.describeConsumer(ctx, byName, nil)
 		switch {
 		case err == nil:
 			arn, status = aws.ToString(desc.ConsumerARN), string(desc.ConsumerStatus)
@@ -146,7 +146,7 @@ func (r *shardReader) awaitConsumer(ctx context.Context, arn, status string, dea
 			return "", fmt.Errorf("waiting for consumer %s %s: %w", arn, what, err)
 		}
 		wait = min(2*wait, 2*time.Second)
-		desc, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
+		desc, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)}, nil)
 		switch {
 		case isNotFound(err):
 			status = ""
@@ -159,14 +159,15 @@ func (r *shardReader) awaitConsumer(ctx context.Context, arn, status string, dea
 	return status, nil
 }
 
-// describeConsumer calls DescribeStreamConsumer, retrying throttling and transient failures.
-func (r *shardReader) describeConsumer(ctx context.Context, in *kinesis.DescribeStreamConsumerInput) (*types.ConsumerDescription, error) {
+// describeConsumer calls DescribeStreamConsumer, retrying throttling and transient failures;
+// onRetry, when not nil, is told of each retry.
+func (r *shardReader) describeConsumer(ctx context.Context, in *kinesis.DescribeStreamConsumerInput, onRetry func(int, error, backoff.Class, time.Duration)) (*types.ConsumerDescription, error) {
 	var out *kinesis.DescribeStreamConsumerOutput
 	err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
 		var err error
 		out, err = r.client.DescribeStreamConsumer(ctx, in)
 		return err
-	}, nil)
+	}, onRetry)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func (r *shardReader) registerConsumer(ctx context.Context, streamARN *string, b
 		log.Infof(ctx, "kinesisio: registered enhanced fan-out consumer %s", arn)
 		return arn, string(out.Consumer.ConsumerStatus), nil
 	case errors.As(err, &inUse):
-		desc, err := r.describeConsumer(ctx, byName)
+		desc, err := r.describeConsumer(ctx, byName, nil)
 		if isNotFound(err) {
 			return "", "", nil // gone again already: the caller tries once more
 		}

@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 )
 
 // What a ResourceNotFoundException met while reading a shard turned out to mean.
@@ -42,18 +40,13 @@ func (r *shardReader) missingResource(ctx context.Context, d shardDescriptor, co
 		return goneNothing, err
 	}
 	if consumerARN != "" {
-		var out *kinesis.DescribeStreamConsumerOutput
-		err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-			var err error
-			out, err = r.client.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(consumerARN)})
-			return err
-		}, r.onRetry(ctx, d, "DescribeStreamConsumer"))
+		desc, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(consumerARN)}, r.onRetry(ctx, d, "DescribeStreamConsumer"))
 		switch {
 		case isNotFound(err):
 			return goneConsumer, nil
 		case err != nil:
 			return goneNothing, fmt.Errorf("kinesisio: describing consumer %s: %w", consumerARN, err)
-		case out.ConsumerDescription.ConsumerStatus == types.ConsumerStatusDeleting:
+		case desc.ConsumerStatus == types.ConsumerStatusDeleting:
 			return goneConsumer, nil
 		}
 	}
