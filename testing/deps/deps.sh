@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# deps.sh installs the third-party components the test suite runs against, pinned, into a
+# cache outside the repository, and prints the environment the tests need to find them
+# (KEY=value lines on standard output; progress goes to standard error).
+#
+#   testing/deps/deps.sh [all|npm|python|flink|jobserver ...]   # default: all
+#
+# Components:
+#   npm        the npm packages of testing/emulators (package-lock.json): Kinesis emulators,
+#              aws-kinesis-agg and the other JavaScript clients the tests drive
+#   python     a virtualenv with the PyPI packages of testing/deps/requirements.txt
+#   flink      Flink's distribution jars (PyPI apache-flink-libraries, see testing/flink/cluster.sh)
+#   jobserver  Beam's Flink job server classpath from Maven (testing/flink/jobserver.sh fetch)
+#
+# Environment:
+#   BEAMKINESIS_CACHE  the cache root (default ${XDG_CACHE_HOME:-~/.cache}/beamkinesis)
+# Maven keeps what it resolves in its own local repository (~/.m2), also outside the repo.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${BEAMKINESIS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/beamkinesis}
+mkdir -p "$cache"
+
+log() { echo "deps.sh: $*" >&2; }
+die() { echo "deps.sh: $*" >&2; exit 1; }
+
+# same_content reports whether files $1 and $2 both exist and are identical.
+same_content() { [ -f "$1" ] && [ -f "$2" ] && cmp -s "$1" "$2"; }
+
+npm_deps() {
+  command -v npm >/dev/null || die "npm is not installed (Node 18 or later is needed)"
+  local dir=$cache/npm src=$repo/testing/emulators
+  mkdir -p "$dir"
+  # npm ci again only when the lock file changed or the install is incomplete.
+  if ! same_content "$src/package-lock.json" "$dir/package-lock.json" || [ ! -f "$dir/node_modules/.installed" ]; then
+    log "npm ci into $dir"
+    cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    rm -f "$dir/node_modules/.installed"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    touch "$dir/node_modules/.installed"
+  fi
+  echo "BEAMKINESIS_EMULATORS_DIR=$dir"
+}
+
+python_deps() {
+  command -v python3 >/dev/null || die "python3 is not installed (3.9 or later is needed)"
+  local venv=$cache/venv req=$here/requirements.txt
+  if ! same_content "$req" "$venv/requirements.txt"; then
+    log "installing $(grep -cv '^\s*\(#\|$\)' "$req") PyPI packages into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
+    cp "$req" "$venv/requirements.txt"
+  fi
+  echo "BEAMKINESIS_PYTHON=$venv/bin/python"
+  echo "BEAMKINESIS_VENV=$venv"
+}
+
+flink_deps() {
+  "$repo/testing/flink/cluster.sh" fetch >&2
+}
+
+jobserver_deps() {
+  "$repo/testing/flink/jobserver.sh" fetch >&2
+}
+
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(all)
+for part in "${parts[@]}"; do
+  case "$part" in
+    all) npm_deps; python_deps; flink_deps; jobserver_deps ;;
+    npm) npm_deps ;;
+    python) python_deps ;;
+    flink) flink_deps ;;
+    jobserver) jobserver_deps ;;
+    *) die "unknown component $part; want all, npm, python, flink or jobserver" ;;
+  esac
+done
