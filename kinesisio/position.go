@@ -226,7 +226,7 @@ func ParseStartingPosition(s string) (StartingPosition, error) {
 	}
 	sp := ShardPositions(positions...)
 	if err := sp.validate(); err != nil {
-		return StartingPosition{}, err
+		return StartingPosition{}, fmt.Errorf("starting position: %w", err)
 	}
 	return sp, nil
 }

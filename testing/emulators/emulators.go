@@ -82,6 +82,14 @@ func Dir() string {
 	if d := filepath.Join(components.Cache(), "npm"); fileExists(filepath.Join(d, "node_modules", ".installed")) {
 		return d
 	}
+	return sourceDir()
+}
+
+// sourceDir is testing/emulators in the source tree, where package.json and this
+// package's node scripts live: the directory of this source file, else (for binaries built
+// with -trimpath) testing/emulators under the module root found above the working
+// directory.
+func sourceDir() string {
 	if _, file, _, ok := runtime.Caller(0); ok {
 		d := filepath.Dir(file)
 		if _, err := os.Stat(filepath.Join(d, "package.json")); err == nil {
@@ -334,7 +342,8 @@ func (e *Emulator) Stop() error {
 	return e.stopErr
 }
 
-// RunNode runs the node script at path (relative to Dir unless absolute)
+// RunNode runs the node script at path (relative to this package's source directory
+// unless absolute, with the npm packages of Dir on NODE_PATH)
 // with args and stdin, and returns its standard output. The error wraps
 // ErrUnavailable when node is missing, and quotes the script's standard
 // error when it fails.
@@ -344,10 +353,12 @@ func RunNode(ctx context.Context, script string, stdin []byte, args ...string) (
 		return nil, err
 	}
 	if !filepath.IsAbs(script) {
-		script = filepath.Join(Dir(), script)
+		script = filepath.Join(sourceDir(), script)
 	}
 	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
 	cmd.Dir = Dir()
+	// The scripts live in the source tree, the packages they require wherever Dir says.
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(Dir(), "node_modules"))
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
