@@ -25,7 +25,7 @@ type config struct {
 	tls             bool
 	tlsAddr         string
 	certFile        string
-	creds           map[string]string // access key ID -> secret; nil: signatures are not checked
+	creds           []Credential // nil: signatures are not checked
 }
 
 func defaultConfig() config {
@@ -61,6 +61,16 @@ func (c *config) validate() error {
 	}
 	if c.subHeartbeat <= 0 {
 		return fmt.Errorf("WithSubscriptionHeartbeat: interval %v must be positive", c.subHeartbeat)
+	}
+	if c.creds != nil {
+		if len(c.creds) == 0 {
+			return fmt.Errorf("WithCredentials: give at least one access key, or leave the option out to accept any signature")
+		}
+		for _, k := range c.creds {
+			if k.AccessKeyID == "" || k.SecretAccessKey == "" {
+				return fmt.Errorf("WithCredentials: access key %q has an empty ID or secret", k.AccessKeyID)
+			}
+		}
 	}
 	if c.certFile != "" && !c.tls {
 		return fmt.Errorf("WithCertFile: the certificate is made for the TLS port; pass WithTLS too")
@@ -170,4 +180,16 @@ func WithTLS(addr string) Option {
 // instead of a temporary file. The file is left in place on Shutdown.
 func WithCertFile(path string) Option {
 	return func(c *config) { c.certFile = path }
+}
+
+// WithCredentials makes the server check the SigV4 signature of every
+// request: only the given keys, and temporary credentials the server's own
+// STS AssumeRole issued, are accepted. Requests without a signature fail
+// with MissingAuthenticationTokenException, with an unknown key (or session
+// token) with UnrecognizedClientException, with a wrong signature or one
+// dated more than 5 minutes from the wall clock with
+// InvalidSignatureException, all with HTTP 400. Without this option any
+// signature, or none, is accepted.
+func WithCredentials(creds ...Credential) Option {
+	return func(c *config) { c.creds = append(make([]Credential, 0, len(creds)), creds...) }
 }

@@ -28,6 +28,8 @@ type Server struct {
 	logger          *log.Logger
 	key             []byte // seals iterators and paging tokens
 
+	keys    *keyring // nil: signatures are not checked
+	roles   roleLog  // AssumeRole calls answered
 	limits  atomic.Bool
 	faults  atomic.Pointer[injector]
 	control rateLimiter
@@ -91,6 +93,7 @@ func Start(opts ...Option) (*Server, error) {
 		quit:            make(chan struct{}),
 		logger:          cfg.logger,
 		key:             key,
+		keys:            newKeyring(cfg.creds),
 		streams:         make(map[string]*stream),
 		newConns:        make(map[net.Conn]struct{}),
 		ln:              ln,
@@ -128,8 +131,12 @@ func hostPort(addr net.Addr) string {
 // serves HTTP/1.1 and cleartext HTTP/2 with prior knowledge.
 func (s *Server) URL() string { return s.url }
 
+// TestCredential is the access key Client signs with; pass it to
+// WithCredentials to check Client's signatures.
+var TestCredential = Credential{AccessKeyID: "AKIAKINESISTEST", SecretAccessKey: "kinesistest-secret"}
+
 // Client returns an aws-sdk-go-v2 Kinesis client for the server: region
-// us-east-1, static test credentials, BaseEndpoint set to URL and the HTTP
+// us-east-1, TestCredential, BaseEndpoint set to URL and the HTTP
 // client of HTTPClient (see there for why). The SDK's retry settings are left at their defaults unless
 // optFns change them (for example o.RetryMaxAttempts = 1 in tests that assert
 // errors).
@@ -137,7 +144,7 @@ func (s *Server) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	return kinesis.New(kinesis.Options{
 		Region:       Region,
 		BaseEndpoint: aws.String(s.url),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIAKINESISTEST", "kinesistest-secret", ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(TestCredential.AccessKeyID, TestCredential.SecretAccessKey, ""),
 		HTTPClient:   HTTPClient(),
 	}, optFns...)
 }
@@ -316,6 +323,10 @@ var handlers = map[string]handler{
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := newRequestID()
 	w.Header()[headerRequestID] = []string{reqID}
+	if isSTSRequest(r) {
+		s.serveSTSBody(w, r, reqID)
+		return
+	}
 	c := codecFor(r.Header.Get("Content-Type"))
 	target := r.Header.Get("X-Amz-Target")
 	op := strings.TrimPrefix(target, targetPrefix)
@@ -344,6 +355,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				message: fmt.Sprintf("Request body exceeds %d bytes.", maxBodyBytes)})
 		}
 		return // otherwise the connection is gone
+	}
+	if s.keys != nil {
+		if _, err := s.keys.verify(r, body.Bytes(), "kinesis"); err != nil {
+			s.writeError(w, reqID, op, c, err)
+			return
+		}
 	}
 	if in != nil {
 		if in.hit(in.f.DropConnectionRate) {
@@ -382,6 +399,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["Content-Length"] = []string{strconv.Itoa(resp.Len())}
 	w.WriteHeader(http.StatusOK)
 	w.Write(resp.Bytes()) //nolint:errcheck // a client that hung up is not the server's problem
+}
+
+// serveSTSBody reads an STS request's body and answers it.
+func (s *Server) serveSTSBody(w http.ResponseWriter, r *http.Request, reqID string) {
+	body := getBuf()
+	defer putBuf(body)
+	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, 1<<20)); err != nil {
+		return // too big or gone; STS requests are a few hundred bytes
+	}
+	s.serveSTS(w, r, reqID, body.Bytes())
 }
 
 // dispatch checks the request's envelope and runs the operation.
