@@ -34,6 +34,7 @@ type Server struct {
 	faults  atomic.Pointer[injector]
 	control rateLimiter
 	calls   sync.Map // operation name -> *atomic.Int64
+	protos  sync.Map // HTTP version ("HTTP/1.1", "HTTP/2.0") -> *atomic.Int64
 
 	mu      sync.RWMutex
 	streams map[string]*stream
@@ -253,10 +254,24 @@ func (s *Server) CallCounts() map[string]int {
 	return out
 }
 
-func (s *Server) countCall(op string) {
-	c, ok := s.calls.Load(op)
+// Protocols returns the number of requests received per HTTP version
+// ("HTTP/1.1", "HTTP/2.0"), STS calls included.
+func (s *Server) Protocols() map[string]int {
+	out := make(map[string]int)
+	s.protos.Range(func(k, v any) bool {
+		out[k.(string)] = int(v.(*atomic.Int64).Load())
+		return true
+	})
+	return out
+}
+
+func (s *Server) countCall(op string) { countIn(&s.calls, op) }
+
+// countIn adds one to m's counter for key.
+func countIn(m *sync.Map, key string) {
+	c, ok := m.Load(key)
 	if !ok {
-		c, _ = s.calls.LoadOrStore(op, new(atomic.Int64))
+		c, _ = m.LoadOrStore(key, new(atomic.Int64))
 	}
 	c.(*atomic.Int64).Add(1)
 }
@@ -323,6 +338,7 @@ var handlers = map[string]handler{
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := newRequestID()
 	w.Header()[headerRequestID] = []string{reqID}
+	countIn(&s.protos, r.Proto)
 	if isSTSRequest(r) {
 		s.serveSTSBody(w, r, reqID)
 		return
