@@ -1,24 +1,23 @@
 package kinesistest
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // Optional SigV4 verification. With WithCredentials the server recomputes
-// each request's signature with aws-sdk-go-v2's own signer over the headers
-// the client says it signed, and refuses requests that are unsigned, signed
+// each request's signature over the headers the client says it signed, and refuses requests that are unsigned, signed
 // with an unknown key, signed wrongly or too far from the wall clock, as the
 // service does. Temporary credentials issued by the server's STS AssumeRole
 // (sts.go) are accepted with their session token until they expire.
@@ -202,47 +201,97 @@ func (k *keyring) verify(r *http.Request, body []byte, service string) (*secret,
 	return sec, nil
 }
 
-// expectedSignature signs a copy of r that holds only the headers the client
-// signed, with aws-sdk-go-v2's signer, and returns the signature.
+// expectedSignature computes the SigV4 signature of r over body as the
+// client should have: the canonical request over exactly the headers the
+// client says it signed, in its order. aws-sdk-go-v2's signer cannot serve
+// here: it always signs "host", while the JavaScript SDK v3 over HTTP/2 signs
+// the ":authority" pseudo-header instead (and no "host").
 func expectedSignature(r *http.Request, body []byte, a authHeader, sec *secret, signed time.Time) (string, error) {
-	u := *r.URL
-	u.Scheme, u.Host = "http", r.Host
-	cp, err := http.NewRequest(r.Method, u.String(), nil)
-	if err != nil {
-		return "", errorf(codeIncompleteSig, "The request URL cannot be signed: %v", err)
+	var canon strings.Builder
+	canon.WriteString(r.Method)
+	canon.WriteByte('\n')
+	path := r.URL.EscapedPath()
+	if path == "" {
+		path = "/"
 	}
-	cp.Host = r.Host
+	canon.WriteString(path)
+	canon.WriteByte('\n')
+	canon.WriteString(canonicalQuery(r.URL.Query()))
+	canon.WriteByte('\n')
 	for _, name := range a.signedHeaders {
+		var vals []string
 		switch name {
-		case "host", "x-amz-date", "x-amz-security-token":
-			// The signer writes these itself.
-		case "content-length":
-			cp.ContentLength = int64(len(body))
+		case "host", ":authority":
+			// net/http serves both HTTP/1.1's Host and HTTP/2's :authority as
+			// the request's Host.
+			vals = []string{r.Host}
 		default:
-			vals := r.Header.Values(name)
-			if len(vals) == 0 {
-				return "", errorf(codeInvalidSignature, "The request signature we calculated does not match the signature you provided: signed header %q is missing.", name)
+			vals = r.Header.Values(name)
+			if len(vals) == 0 && name == "content-length" {
+				vals = []string{strconv.Itoa(len(body))}
 			}
-			cp.Header[http.CanonicalHeaderKey(name)] = vals
+		}
+		if len(vals) == 0 {
+			return "", errorf(codeInvalidSignature, "The request signature we calculated does not match the signature you provided: signed header %q is missing.", name)
+		}
+		for i, v := range vals {
+			vals[i] = strings.Join(strings.Fields(v), " ")
+		}
+		canon.WriteString(name)
+		canon.WriteByte(':')
+		canon.WriteString(strings.Join(vals, ","))
+		canon.WriteByte('\n')
+	}
+	canon.WriteByte('\n')
+	canon.WriteString(strings.Join(a.signedHeaders, ";"))
+	canon.WriteByte('\n')
+	canon.WriteString(sha256Hex(body))
+
+	scope := strings.Join([]string{a.date, a.region, a.service, "aws4_request"}, "/")
+	toSign := strings.Join([]string{sigV4Algorithm, signed.UTC().Format("20060102T150405Z"), scope, sha256Hex([]byte(canon.String()))}, "\n")
+	key := hmacSHA256([]byte("AWS4"+sec.secret), a.date)
+	for _, part := range []string{a.region, a.service, "aws4_request"} {
+		key = hmacSHA256(key, part)
+	}
+	return hex.EncodeToString(hmacSHA256(key, toSign)), nil
+}
+
+// canonicalQuery is SigV4's canonical query string: names and values
+// URI-encoded, sorted by name then value.
+func canonicalQuery(q url.Values) string {
+	var parts []string
+	for k, vs := range q {
+		for _, v := range vs {
+			parts = append(parts, uriEncode(k)+"="+uriEncode(v))
 		}
 	}
-	if !slices.Contains(a.signedHeaders, "content-length") {
-		cp.ContentLength = 0
+	slices.Sort(parts)
+	return strings.Join(parts, "&")
+}
+
+// uriEncode encodes every byte but the unreserved characters, as SigV4 asks.
+func uriEncode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
 	}
-	sum := sha256.Sum256(body)
-	creds := aws.Credentials{AccessKeyID: a.accessKey, SecretAccessKey: sec.secret}
-	if slices.Contains(a.signedHeaders, "x-amz-security-token") {
-		creds.SessionToken = r.Header.Get("X-Amz-Security-Token")
-	}
-	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = false })
-	if err := signer.SignHTTP(r.Context(), creds, cp, hex.EncodeToString(sum[:]), a.service, a.region, signed); err != nil {
-		return "", fmt.Errorf("recomputing the signature: %w", err)
-	}
-	_, sig, ok := strings.Cut(cp.Header.Get("Authorization"), "Signature=")
-	if !ok {
-		return "", fmt.Errorf("the signer wrote no signature")
-	}
-	return sig, nil
+	return b.String()
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func hmacSHA256(key []byte, msg string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
 }
 
 // AccessKeyUses returns, per access key ID, how many requests signed with it
