@@ -296,3 +296,25 @@ func TestClientAWSCLI(t *testing.T) {
 	}
 	t.Logf("%d CLI commands ran in %v", 10, time.Since(start).Round(time.Millisecond))
 }
+
+// TestClientJavaSDKv2 runs the scenario with the AWS SDK for Java v2 as KCL,
+// Flink's connector and Beam Java KinesisIO use it: the async client on
+// Netty, HTTP/2 over TLS, and CBOR, the SDK's default (aws.cborEnabled is
+// not touched).
+func TestClientJavaSDKv2(t *testing.T) {
+	java, cp := components.JavaClientT(t)
+	srv := scenarioServer(t)
+	// A short-lived JVM starts faster with the C1 compiler only.
+	out := runScript(t, scenarioEnv(srv.TLSURL(), srv.CertFile(), "java"), java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+		"-cp", cp, "dev.beamkinesis.conformance.Scenario")
+	checkScenario(t, srv, "java", out)
+	// The SDK sends every call in CBOR but SubscribeToShard, which it sends in
+	// JSON (its event-stream operations use the JSON protocol).
+	media, protos := srv.MediaTypes(), srv.Protocols()
+	if media["application/x-amz-cbor-1.1"] < 20 || media["application/x-amz-json-1.1"] != srv.CallCount("SubscribeToShard") {
+		t.Errorf("requests per body protocol %v (%d SubscribeToShard), want CBOR for all but SubscribeToShard", media, srv.CallCount("SubscribeToShard"))
+	}
+	if protos["HTTP/2.0"] == 0 || protos["HTTP/1.1"] != 0 {
+		t.Errorf("requests per HTTP version %v, want HTTP/2 only", protos)
+	}
+}

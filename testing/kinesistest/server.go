@@ -35,6 +35,7 @@ type Server struct {
 	control rateLimiter
 	calls   sync.Map // operation name -> *atomic.Int64
 	protos  sync.Map // HTTP version ("HTTP/1.1", "HTTP/2.0") -> *atomic.Int64
+	media   sync.Map // request body protocol (JSON or CBOR content type) -> *atomic.Int64
 
 	mu      sync.RWMutex
 	streams map[string]*stream
@@ -110,7 +111,7 @@ func Start(opts ...Option) (*Server, error) {
 		}
 		s.tls = t
 	}
-	s.http = s.newHTTPServer(nil)
+	s.http = s.newHTTPServer()
 	go s.http.Serve(ln) //nolint:errcheck // returns ErrServerClosed on Close
 	return s, nil
 }
@@ -265,6 +266,17 @@ func (s *Server) Protocols() map[string]int {
 	return out
 }
 
+// MediaTypes returns the number of Kinesis requests received per body
+// protocol: "application/x-amz-json-1.1" or "application/x-amz-cbor-1.1".
+func (s *Server) MediaTypes() map[string]int {
+	out := make(map[string]int)
+	s.media.Range(func(k, v any) bool {
+		out[k.(string)] = int(v.(*atomic.Int64).Load())
+		return true
+	})
+	return out
+}
+
 func (s *Server) countCall(op string) { countIn(&s.calls, op) }
 
 // countIn adds one to m's counter for key.
@@ -344,6 +356,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := codecFor(r.Header.Get("Content-Type"))
+	countIn(&s.media, c.contentType())
 	target := r.Header.Get("X-Amz-Target")
 	op := strings.TrimPrefix(target, targetPrefix)
 	s.countCall(op)

@@ -23,29 +23,25 @@ import (
 // HTTP/2 with prior knowledge (h2c, as the JavaScript SDK v3 and Netty-based
 // Java clients use it against an http:// endpoint that answers h2); the
 // optional TLS port negotiates h2 or http/1.1 through ALPN with a self-signed
-// certificate the server makes at start.
+// certificate the server makes at start, and also accepts HTTP/2 with prior
+// knowledge over TLS without ALPN, which is what the Java SDK v2's Netty
+// client sends by default (ProtocolNegotiation.ASSUME_PROTOCOL). net/http
+// only serves HTTP/2 on a TLS connection that negotiated h2, so the TLS port
+// terminates TLS itself and hands net/http the decrypted connection, where
+// the HTTP/2 preface is recognised whatever ALPN said.
 
-// protocols returns the HTTP versions a listener of the server accepts.
-func protocols(tls bool) *http.Protocols {
+// newHTTPServer returns the http.Server of one listener: HTTP/1.1 and
+// HTTP/2 with prior knowledge over the (decrypted) connection.
+func (s *Server) newHTTPServer() *http.Server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
-	if tls {
-		p.SetHTTP2(true)
-	} else {
-		p.SetUnencryptedHTTP2(true)
-	}
-	return p
-}
-
-// newHTTPServer returns the http.Server of one listener.
-func (s *Server) newHTTPServer(tlsConf *tls.Config) *http.Server {
+	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 30 * time.Second,
 		ConnState:         s.trackConn,
 		ErrorLog:          log.New(io.Discard, "", 0), // clients hanging up are expected in fault tests
-		Protocols:         protocols(tlsConf != nil),
-		TLSConfig:         tlsConf,
+		Protocols:         p,
 	}
 }
 
@@ -92,10 +88,30 @@ func (s *Server) startTLS(addr, certFile string) (*tlsListener, error) {
 	}
 	t.ln = ln
 	t.url = "https://" + hostPort(ln.Addr())
-	t.http = s.newHTTPServer(conf)
-	go t.http.ServeTLS(ln, "", "") //nolint:errcheck // returns ErrServerClosed on Close
+	t.http = s.newHTTPServer()
+	go t.http.Serve(tlsTerminator{Listener: ln, conf: conf}) //nolint:errcheck // returns ErrServerClosed on Close
 	return t, nil
 }
+
+// tlsTerminator accepts TLS connections and returns them as plain
+// net.Conns, so that net/http treats the decrypted bytes as cleartext
+// HTTP/1.1 or HTTP/2 (see the top of this file). The handshake happens on
+// the connection's first read, in net/http's goroutine for it.
+type tlsTerminator struct {
+	net.Listener
+	conf *tls.Config
+}
+
+func (t tlsTerminator) Accept() (net.Conn, error) {
+	c, err := t.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return decrypted{tls.Server(c, t.conf)}, nil
+}
+
+// decrypted hides a *tls.Conn's type from net/http.
+type decrypted struct{ net.Conn }
 
 // remove deletes the certificate file if the server made it.
 func (t *tlsListener) remove() {
