@@ -301,7 +301,7 @@ func (j *javaAnchor) run(ctx context.Context, timeout time.Duration, class strin
 	defer cancel()
 	args = append(args, "--timeout-s="+strconv.Itoa(int(timeout.Seconds())))
 	cmd := exec.CommandContext(ctx, "java", append([]string{
-		"-Daws.cborEnabled=false", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		// Each start of KinesisIO's reader logs one line at INFO: counted below.
 		"-Dorg.slf4j.simpleLogger.log.org.apache.beam.sdk.io.aws2.kinesis.KinesisReader=info",
 		"-cp", j.classpath, "dev.beamkinesis.anchors." + class,
