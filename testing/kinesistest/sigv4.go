@@ -44,11 +44,11 @@ type Credential struct {
 // secret is one key the server knows: a configured long-term key, or
 // temporary credentials it issued.
 type secret struct {
-	secret    string
-	token     string    // the session token temporary credentials must carry
-	expires   time.Time // zero for long-term keys
-	roleARN   string    // the role temporary credentials were issued for
-	sessionNm string
+	secret  string
+	token   string    // the session token temporary credentials must carry
+	expires time.Time // zero for long-term keys
+	roleARN string    // the role temporary credentials were issued for
+	session string    // and their session name
 }
 
 // keyring holds the keys the server accepts; nil means signatures are not
@@ -96,7 +96,7 @@ func (k *keyring) issue(roleARN, session string, d time.Duration) (id string, se
 	if err != nil {
 		return "", nil, err
 	}
-	sec = &secret{secret: s, token: tok, expires: time.Now().Add(d).Truncate(time.Second), roleARN: roleARN, sessionNm: session}
+	sec = &secret{secret: s, token: tok, expires: time.Now().Add(d).Truncate(time.Second), roleARN: roleARN, session: session}
 	if k != nil {
 		k.mu.Lock()
 		k.keys[id] = sec

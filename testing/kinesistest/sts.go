@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -31,6 +32,7 @@ const (
 var (
 	stsRoleARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$`)
 	stsSessionPattern = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
+	roleARNParts      = regexp.MustCompile(`:iam::(\d{12}):role/(?:.*/)?([^/]+)$`)
 )
 
 // AssumedRole is one AssumeRole call the server answered.
@@ -91,7 +93,7 @@ type stsErrorResponse struct {
 // a Kinesis one.
 func isSTSRequest(r *http.Request) bool {
 	return r.Header.Get("X-Amz-Target") == "" && r.Method == http.MethodPost &&
-		len(r.Header.Get("Content-Type")) >= len(formContentType) && r.Header.Get("Content-Type")[:len(formContentType)] == formContentType
+		strings.HasPrefix(r.Header.Get("Content-Type"), formContentType)
 }
 
 // serveSTS answers one STS call whose body has been read.
@@ -160,7 +162,7 @@ func (s *Server) serveSTS(w http.ResponseWriter, r *http.Request, reqID string, 
 
 // roleParts returns the account and the role name of a role ARN.
 func roleParts(arn string) (account, name string) {
-	m := regexp.MustCompile(`:iam::(\d{12}):role/(?:.*/)?([^/]+)$`).FindStringSubmatch(arn)
+	m := roleARNParts.FindStringSubmatch(arn)
 	if m == nil {
 		return AccountID, "role"
 	}
