@@ -2,12 +2,17 @@ package kinesistest_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
@@ -125,5 +130,69 @@ func TestCBORProtocol(t *testing.T) {
 	status, code, _, _ = cborCall(t, e.srv, "PutRecord", map[string]any{"StreamName": 7})
 	if status != 400 || code != "SerializationException" {
 		t.Errorf("a number for StreamName: %d %s, want 400 SerializationException", status, code)
+	}
+}
+
+// TestCBORSubscribeToShard subscribes with a CBOR request (no real client
+// does: the Java SDK v2 sends SubscribeToShard in JSON even with CBOR on) and
+// checks that the frames carry CBOR payloads with the CBOR content type, up
+// to the closed shard's last event.
+func TestCBORSubscribeToShard(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("cbor-sub", 1)
+	e.put("cbor-sub", "k", "one")
+	arn, err := e.srv.RegisterConsumer("cbor-sub", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kc.SplitShard(e.ctx, &kinesis.SplitShardInput{StreamName: aws.String("cbor-sub"), ShardToSplit: aws.String(sid(0)), NewStartingHashKey: aws.String("1000")}); err != nil {
+		t.Fatal(err)
+	}
+	body, err := cbor.Marshal(map[string]any{"ConsumerARN": arn, "ShardId": sid(0), "StartingPosition": map[string]any{"Type": "TRIM_HORIZON"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL(), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-amz-cbor-1.1")
+	req.Header.Set("X-Amz-Target", "Kinesis_20131202.SubscribeToShard")
+	resp, err := kinesistest.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	dec := eventstream.NewDecoder()
+	var types, records, children []string
+	for {
+		m, err := dec.Decode(resp.Body, nil)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("decoding a frame: %v", err)
+		}
+		if ct := m.Headers.Get(":content-type"); ct == nil || ct.String() != "application/x-amz-cbor-1.1" {
+			t.Errorf("frame content type %v, want application/x-amz-cbor-1.1", ct)
+		}
+		types = append(types, m.Headers.Get(":event-type").String())
+		var ev struct {
+			Records     []struct{ Data []byte }
+			ChildShards []struct{ ShardId string } //nolint:revive // the model's member name
+		}
+		if err := cbor.Unmarshal(m.Payload, &ev); err != nil {
+			t.Fatalf("frame payload %x is not CBOR: %v", m.Payload, err)
+		}
+		for _, r := range ev.Records {
+			records = append(records, string(r.Data))
+		}
+		for _, c := range ev.ChildShards {
+			children = append(children, c.ShardId)
+		}
+	}
+	if len(types) < 2 || types[0] != "initial-response" || types[len(types)-1] != "SubscribeToShardEvent" ||
+		!slices.Equal(records, []string{"one"}) || !slices.Equal(children, []string{sid(1), sid(2)}) {
+		t.Errorf("frames %v, records %q, children %v; want initial-response then events with [one] and children 1, 2", types, records, children)
 	}
 }
