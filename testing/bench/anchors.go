@@ -38,6 +38,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 func init() {
@@ -301,7 +302,7 @@ func (j *javaAnchor) run(ctx context.Context, timeout time.Duration, class strin
 	defer cancel()
 	args = append(args, "--timeout-s="+strconv.Itoa(int(timeout.Seconds())))
 	cmd := exec.CommandContext(ctx, "java", append([]string{
-		"-Daws.cborEnabled=false", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		// Each start of KinesisIO's reader logs one line at INFO: counted below.
 		"-Dorg.slf4j.simpleLogger.log.org.apache.beam.sdk.io.aws2.kinesis.KinesisReader=info",
 		"-cp", j.classpath, "dev.beamkinesis.anchors." + class,
@@ -441,12 +442,12 @@ func vmHWM() uint64 {
 }
 
 // oursRead reads stream from TRIM_HORIZON with ReadBounded and tallies what it emits.
-func oursRead(ctx context.Context, url, stream string) (anchorRun, error) {
+func oursRead(ctx context.Context, url, stream string, opts ...kinesisio.Option) (anchorRun, error) {
 	tallyMu.Lock()
 	tallySet, tallySpans = multiset{}, map[string]shardSpan{}
 	tallyMu.Unlock()
 	p, s := beam.NewPipelineWithRoot()
-	recs := kinesisio.ReadBounded(s, stream, connect(url, kinesisio.WithStartingPosition(kinesisio.TrimHorizon()))...)
+	recs := kinesisio.ReadBounded(s, stream, connect(url, append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}, opts...)...)...)
 	beam.ParDo0(s, discard, stats.Sum(s, beam.ParDo(s, &tallyFn{}, recs)))
 	u := startUsage()
 	tallyStart = time.Now()
@@ -772,6 +773,24 @@ func RunAnchors(ctx context.Context, cfg AnchorsConfig) (*Anchors, error) {
 		}
 		a.Rows = append(a.Rows, row)
 	}
+	// Enhanced fan-out: Beam Java's withConsumerArn (SubscribeToShard over HTTP/2, h2c on the
+	// server's plain port) beside WithEnhancedFanOut.
+	efo, err := client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{
+		StreamARN: aws.String(fmt.Sprintf("arn:aws:kinesis:us-east-1:%s:stream/plain", kinesistest.AccountID)), ConsumerName: aws.String("beam-java-efo")})
+	if err != nil {
+		return a, fmt.Errorf("registering Beam Java's consumer: %w", err)
+	}
+	efoRow := anchorRow{Case: "Read with enhanced fan-out (Beam Java `withConsumerArn`, beamkinesis `WithEnhancedFanOut`), plain stream as above", Want: want, Read: true}
+	if efoRow.Java, err = javaRead("plain", want, 0, cfg.Timeout, append(slices.Clone(cfg.JavaRead), "--consumer-arn="+aws.ToString(efo.Consumer.ConsumerARN))...); err != nil {
+		return a, err
+	}
+	// KinesisIO's enhanced fan-out reader does not log the reader starts readerNote counts.
+	efoRow.JavaNote = fmt.Sprintf("first record after %.1fs; SubscribeToShard over HTTP/2 (h2c), CBOR", efoRow.Java.Java.First.Seconds())
+	if efoRow.Ours, err = oursRead(ctx, cs.url, "plain", kinesisio.WithEnhancedFanOut("beamkinesis-efo")); err != nil {
+		return a, err
+	}
+	cfg.logf("ReadBounded plain with enhanced fan-out: %d records in %v", efoRow.Ours.Got.Count, efoRow.Ours.Wall.Round(time.Millisecond))
+	a.Rows = append(a.Rows, efoRow)
 	if cfg.Alternatives {
 		row := anchorRow{Case: "Alternative: " + plainCase + ", on the DirectRunner's default (primitive) unbounded read", Want: want, Read: true,
 			OursNote: "as above"}

@@ -10,7 +10,8 @@ import (
 // TestAnchorsQuick runs the quick --anchors pass (Beam Java KinesisIO beside this connector)
 // when BEAMKINESIS_ANCHORS=1 and java and mvn are on PATH. A missing toolchain skips the test,
 // or fails it when BEAMKINESIS_REQUIRE_ANCHORS=1. It checks that this connector's side is
-// exact in every case and that Beam Java's plain read and write ran; it asserts nothing about
+// exact in every case and that Beam Java's plain, aggregated and enhanced fan-out reads and its
+// write ran; it asserts nothing about
 // speed, nor about Beam Java's resharding results, which the table reports.
 func TestAnchorsQuick(t *testing.T) {
 	if os.Getenv("BEAMKINESIS_ANCHORS") != "1" {
@@ -34,15 +35,16 @@ func TestAnchorsQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Rows) != 5 {
-		t.Fatalf("got %d rows, want 5", len(a.Rows))
+	if len(a.Rows) != 6 {
+		t.Fatalf("got %d rows, want 6", len(a.Rows))
 	}
 	for _, r := range a.Rows {
 		if !r.Ours.Complete || r.Ours.Got != r.Want {
 			t.Errorf("%s: beamkinesis got %+v, want %+v", r.Case, r.Ours.Got, r.Want)
 		}
 	}
-	for _, r := range a.Rows[:3] {
+	// Plain, aggregated, enhanced fan-out and the write.
+	for _, r := range a.Rows[:4] {
 		if !r.Java.Complete || r.Java.Got != r.Want {
 			t.Errorf("%s: Beam Java got %+v (complete %v), want %+v", r.Case, r.Java.Got, r.Java.Complete, r.Want)
 		}

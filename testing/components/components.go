@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -76,4 +78,37 @@ func PythonT(t testing.TB) string {
 		Unavailable(t, err)
 	}
 	return p
+}
+
+// JavaClientEnv names the environment variable holding the directory where deps.sh built the
+// Java SDK v2 conformance client (testing/conformance/java-sdkv2): classes/ and classpath.txt.
+const JavaClientEnv = "BEAMKINESIS_JAVA_CLIENT"
+
+// JavaClient returns the java executable and the class path of the Java SDK v2 conformance
+// client that deps.sh built (JavaClientEnv, else <Cache>/java-sdkv2). The error wraps
+// ErrUnavailable when java or the build is missing.
+func JavaClient() (java, classPath string, err error) {
+	java, err = exec.LookPath("java")
+	if err != nil {
+		return "", "", fmt.Errorf("%w: java is not on PATH", ErrUnavailable)
+	}
+	dir := os.Getenv(JavaClientEnv)
+	if dir == "" {
+		dir = filepath.Join(Cache(), "java-sdkv2")
+	}
+	deps, err := os.ReadFile(filepath.Join(dir, "classpath.txt"))
+	if err != nil {
+		return "", "", fmt.Errorf("%w: no Java SDK v2 client built in %s", ErrUnavailable, dir)
+	}
+	return java, filepath.Join(dir, "classes") + string(os.PathListSeparator) + strings.TrimSpace(string(deps)), nil
+}
+
+// JavaClientT returns JavaClient's results for t, or skips or fails t (see Unavailable).
+func JavaClientT(t testing.TB) (java, classPath string) {
+	t.Helper()
+	java, classPath, err := JavaClient()
+	if err != nil {
+		Unavailable(t, err)
+	}
+	return java, classPath
 }

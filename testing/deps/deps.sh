@@ -3,7 +3,7 @@
 # cache outside the repository, and prints the environment the tests need to find them
 # (KEY=value lines on standard output; progress goes to standard error).
 #
-#   testing/deps/deps.sh [all|npm|python|flink|jobserver ...]   # default: all
+#   testing/deps/deps.sh [all|npm|python|java|flink|jobserver ...]   # default: all
 #
 # Components:
 #   npm        the npm packages of testing/emulators (package-lock.json): Kinesis emulators,
@@ -11,6 +11,8 @@
 #   python     a virtualenv with the PyPI packages of testing/deps/requirements.txt
 #   flink      Flink's distribution jars (PyPI apache-flink-libraries, see testing/flink/cluster.sh)
 #   jobserver  Beam's Flink job server classpath from Maven (testing/flink/jobserver.sh fetch)
+#   java       the Java SDK v2 conformance client (testing/conformance/java-sdkv2), built with
+#              Maven into the cache, offline first (a warm ~/.m2) and online if that fails
 #
 # Environment:
 #   BEAMKINESIS_CACHE  the cache root (default ${XDG_CACHE_HOME:-~/.cache}/beamkinesis)
@@ -64,15 +66,31 @@ jobserver_deps() {
   "$repo/testing/flink/jobserver.sh" fetch >&2
 }
 
+java_deps() {
+  command -v mvn >/dev/null || die "mvn is not installed (Maven 3 and a JDK 17 are needed)"
+  local src=$repo/testing/conformance/java-sdkv2 out=$cache/java-sdkv2 stamp
+  # Build again only when the pom or a source changed.
+  stamp=$(cd "$src" && find pom.xml src -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$out/classpath.txt" ] || [ "$(cat "$out/.stamp" 2>/dev/null)" != "$stamp" ]; then
+    log "building the Java SDK v2 conformance client into $out"
+    rm -rf "$out"
+    (cd "$src" && { mvn -q -B -o "-Dconformance.build.dir=$out" package >&2 ||
+      { log "offline Maven build failed, building online"; mvn -q -B "-Dconformance.build.dir=$out" package >&2; }; })
+    echo "$stamp" > "$out/.stamp"
+  fi
+  echo "BEAMKINESIS_JAVA_CLIENT=$out"
+}
+
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(all)
 for part in "${parts[@]}"; do
   case "$part" in
-    all) npm_deps; python_deps; flink_deps; jobserver_deps ;;
+    all) npm_deps; python_deps; java_deps; flink_deps; jobserver_deps ;;
     npm) npm_deps ;;
     python) python_deps ;;
     flink) flink_deps ;;
     jobserver) jobserver_deps ;;
-    *) die "unknown component $part; want all, npm, python, flink or jobserver" ;;
+    java) java_deps ;;
+    *) die "unknown component $part; want all, npm, python, java, flink or jobserver" ;;
   esac
 done

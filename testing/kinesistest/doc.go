@@ -3,7 +3,12 @@
 // real HTTP against a server the test controls.
 //
 // The server speaks the JSON 1.1 protocol as aws-sdk-go-v2 does (POST / with
-// X-Amz-Target Kinesis_20131202.<Operation>). It implements CreateStream,
+// X-Amz-Target Kinesis_20131202.<Operation>), and CBOR (application/x-amz-
+// cbor-1.1, the Java SDKs' default; cbor.go), over HTTP/1.1 and cleartext
+// HTTP/2 on its plain port and, with WithTLS, over TLS with h2 or http/1.1
+// (transport.go). WithCredentials turns on SigV4 checking (sigv4.go), and a
+// minimal STS AssumeRole on the same ports issues temporary credentials
+// (sts.go). It implements CreateStream,
 // DeleteStream, DescribeStream, DescribeStreamSummary, ListStreams,
 // ListShards (every ShardFilter type, NextToken paging), PutRecord,
 // PutRecords (per-entry failures), GetShardIterator (all five types),
@@ -93,11 +98,12 @@
 //
 // Known differences from the service: status transitions and resharding take
 // effect at once (WithTransitionDelay shows CREATING/UPDATING for a while but
-// the shards change immediately); tagging, encryption and CBOR are not
+// the shards change immediately); tagging and encryption are not
 // implemented; every stream belongs to account 123456789012 and one namespace
-// whatever the region; the request signature is not checked. For enhanced
-// fan-out: SubscribeToShard is served over HTTP/1.1 chunked bodies rather than
-// HTTP/2; the consumer control-plane rates of limits mode are counted per
+// whatever the region; signatures are checked only with WithCredentials, and
+// there is no IAM (any valid key may call any operation, and STS assumes any
+// role). For enhanced fan-out: SubscribeToShard is served over HTTP/1.1
+// chunked bodies or HTTP/2, as the client asks; the consumer control-plane rates of limits mode are counted per
 // account; the size of an event (at most 10,000 records and 1 MiB beyond its
 // first record) and the heartbeat cadence are this server's choices, the
 // service documents neither; the last records of a closed shard come in the

@@ -80,28 +80,40 @@ func appendFrame(dst []byte, headers []frameHeader, payload []byte) ([]byte, err
 // v1.55.0 aws-sdk-go-v2 fails the call unless the first frame's :event-type is
 // initial-response; older releases also require :message-type, so both are
 // sent. The payload is the (empty) SubscribeToShardOutput.
-func initialResponseFrame() ([]byte, error) {
+func initialResponseFrame(c codec) ([]byte, error) {
+	payload := []byte("{}")
+	if c.cbor {
+		payload = []byte{0xa0} // an empty map
+	}
 	return appendFrame(nil, []frameHeader{
 		{hdrMessageType, msgTypeEvent},
 		{hdrEventType, eventInitialResponse},
-		{hdrContentType, jsonContentType},
-	}, []byte("{}"))
+		{hdrContentType, c.contentType()},
+	}, payload)
 }
 
-// eventFrame wraps the JSON of one SubscribeToShardEvent.
-func eventFrame(dst, payload []byte) ([]byte, error) {
+// eventPayloadType is the :content-type of event and exception frames.
+func eventPayloadType(c codec) string {
+	if c.cbor {
+		return cborContentType
+	}
+	return "application/json"
+}
+
+// eventFrame wraps the encoded payload of one SubscribeToShardEvent.
+func eventFrame(dst, payload []byte, c codec) ([]byte, error) {
 	return appendFrame(dst, []frameHeader{
 		{hdrMessageType, msgTypeEvent},
 		{hdrEventType, eventSubscribeToShard},
-		{hdrContentType, "application/json"},
+		{hdrContentType, eventPayloadType(c)},
 	}, payload)
 }
 
 // exceptionFrame carries a modeled error of the event stream, such as
 // ResourceInUseException; the SDK turns it into its typed error and ends the
 // stream with it.
-func exceptionFrame(code, message string) ([]byte, error) {
-	payload, err := jsonMarshal(struct {
+func exceptionFrame(c codec, code, message string) ([]byte, error) {
+	payload, err := c.marshal(struct {
 		Message string `json:"message"`
 	}{message})
 	if err != nil {
@@ -110,6 +122,6 @@ func exceptionFrame(code, message string) ([]byte, error) {
 	return appendFrame(nil, []frameHeader{
 		{hdrMessageType, msgTypeException},
 		{hdrExceptionType, code},
-		{hdrContentType, "application/json"},
+		{hdrContentType, eventPayloadType(c)},
 	}, payload)
 }

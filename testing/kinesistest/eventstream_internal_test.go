@@ -10,7 +10,7 @@ import (
 // notes (§3.4): 114 bytes, prelude 00000072 00000060 ab820d9e, message CRC
 // e16e66e4.
 func TestInitialResponseFrameMatchesVector(t *testing.T) {
-	frame, err := initialResponseFrame()
+	frame, err := initialResponseFrame(codec{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,18 @@ import (
 // pages. The default SDK retryer retries that error, but not a client with
 // RetryMaxAttempts = 1, and a retried PutRecords stores its records twice.
 // Hiding WriterTo makes the closed body read as a clean end of body.
-func HTTPClient() *http.Client {
+func HTTPClient() *http.Client { return newHTTPClient(nil) }
+
+// newHTTPClient returns HTTPClient's client with its transport changed by
+// modify, if not nil.
+func newHTTPClient(modify func(*http.Transport)) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 64 // benchmarks and concurrent tests keep connections
 	t.IdleConnTimeout = 90 * time.Second
+	if modify != nil {
+		modify(t)
+	}
 	return &http.Client{Transport: bodyShield{next: t}}
 }
 

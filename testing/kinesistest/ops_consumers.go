@@ -47,7 +47,7 @@ type registerStreamConsumerOutput struct {
 
 func (s *Server) registerStreamConsumer(r *request) (any, error) {
 	var in registerStreamConsumerInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -137,7 +137,7 @@ type describeStreamConsumerOutput struct {
 
 func (s *Server) describeStreamConsumer(r *request) (any, error) {
 	var in consumerRefInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	s.consumerMu.Lock()
@@ -154,7 +154,7 @@ func (s *Server) describeStreamConsumer(r *request) (any, error) {
 
 func (s *Server) deregisterStreamConsumer(r *request) (any, error) {
 	var in consumerRefInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	s.consumerMu.Lock()
@@ -194,7 +194,7 @@ type listStreamConsumersOutput struct {
 
 func (s *Server) listStreamConsumers(r *request) (any, error) {
 	var in listStreamConsumersInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations

@@ -39,7 +39,7 @@ type getShardIteratorOutput struct {
 
 func (s *Server) getShardIterator(r *request) (any, error) {
 	var in getShardIteratorInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -189,7 +189,7 @@ type getRecordsOutput struct {
 
 func (s *Server) getRecords(r *request) (any, error) {
 	var in getRecordsInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations

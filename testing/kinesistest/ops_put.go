@@ -133,7 +133,7 @@ type putRecordOutput struct {
 
 func (s *Server) putRecord(r *request) (any, error) {
 	var in putRecordInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -193,7 +193,7 @@ type putRecordsOutput struct {
 
 func (s *Server) putRecords(r *request) (any, error) {
 	var in putRecordsInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations

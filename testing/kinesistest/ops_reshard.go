@@ -105,7 +105,7 @@ type splitShardInput struct {
 
 func (s *Server) splitShard(r *request) (any, error) {
 	var in splitShardInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -153,7 +153,7 @@ type mergeShardsInput struct {
 
 func (s *Server) mergeShards(r *request) (any, error) {
 	var in mergeShardsInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -203,7 +203,7 @@ type updateShardCountOutput struct {
 
 func (s *Server) updateShardCount(r *request) (any, error) {
 	var in updateShardCountInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations

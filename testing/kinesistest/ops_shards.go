@@ -51,7 +51,7 @@ type listShardsOutput struct {
 
 func (s *Server) listShards(r *request) (any, error) {
 	var in listShardsInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations

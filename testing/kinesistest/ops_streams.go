@@ -60,7 +60,7 @@ type createStreamInput struct {
 
 func (s *Server) createStream(r *request) (any, error) {
 	var in createStreamInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -109,7 +109,7 @@ func validateMaxRecordSize(kib *int32, v *violations) {
 
 func (s *Server) deleteStream(r *request) (any, error) {
 	var in streamRef
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	st, err := s.stream(in)
@@ -170,7 +170,7 @@ func pageSize(n *int32, member string, def int, v *violations) int {
 
 func (s *Server) describeStream(r *request) (any, error) {
 	var in describeStreamInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -230,7 +230,7 @@ type describeStreamSummaryOutput struct {
 
 func (s *Server) describeStreamSummary(r *request) (any, error) {
 	var in streamRef
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	st, err := s.stream(in)
@@ -283,7 +283,7 @@ type listStreamsOutput struct {
 
 func (s *Server) listStreams(r *request) (any, error) {
 	var in listStreamsInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -355,7 +355,7 @@ func (s *Server) decreaseRetention(r *request) (any, error) { return s.changeRet
 // changeRetention implements both retention operations; increase says which.
 func (s *Server) changeRetention(r *request, increase bool) (any, error) {
 	var in retentionInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	if in.RetentionPeriodHours == nil {
@@ -409,7 +409,7 @@ type updateMaxRecordSizeInput struct {
 
 func (s *Server) updateMaxRecordSize(r *request) (any, error) {
 	var in updateMaxRecordSizeInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations

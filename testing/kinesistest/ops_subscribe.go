@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -48,7 +49,7 @@ type subscribeEvent struct {
 
 func (s *Server) subscribeToShard(r *request) (any, error) {
 	var in subscribeToShardInput
-	if err := decodeInput(r.body, &in); err != nil {
+	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
 	var v violations
@@ -137,7 +138,7 @@ func (s *Server) subscribeToShard(r *request) (any, error) {
 	s.subs[sub] = struct{}{}
 	s.subsWG.Add(1)
 	s.subscriptionsChangedLocked()
-	return &subscriptionStream{s: s, sub: sub, pos: pos}, nil
+	return &subscriptionStream{s: s, sub: sub, pos: pos, codec: r.codec}, nil
 }
 
 // subscribePosition checks the shard and starting position of a subscription
@@ -190,9 +191,10 @@ type subscriptionStream struct {
 	sub *subscription
 	pos uint64 // the next record to send is the first with counter >= pos
 
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	buf   bytes.Buffer
+	codec codec // the request's protocol, which the events' payloads use too
 }
 
 // errStopped ends the serve loop without writing anything more.
@@ -204,7 +206,7 @@ func (ss *subscriptionStream) serve(w http.ResponseWriter, r *http.Request) {
 	ss.w, ss.rc = w, http.NewResponseController(w)
 	w.Header()["Content-Type"] = []string{eventStreamContentType}
 	w.WriteHeader(http.StatusOK)
-	frame, err := initialResponseFrame()
+	frame, err := initialResponseFrame(ss.codec)
 	if err != nil || ss.write(frame) != nil {
 		return
 	}
@@ -366,13 +368,15 @@ func (ss *subscriptionStream) send(ctx context.Context, ev *subscribeEvent, size
 		}
 	}
 	ss.buf.Reset()
-	enc := json.NewEncoder(&ss.buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ev); err != nil {
+	if err := ss.codec.encode(&ss.buf, ev); err != nil {
 		s.logf("SubscribeToShard %s %s: encoding an event: %v", ss.sub.arn, ss.sub.shard, err)
 		return err
 	}
-	frame, err := eventFrame(nil, bytes.TrimRight(ss.buf.Bytes(), "\n"))
+	payload := ss.buf.Bytes()
+	if !ss.codec.cbor {
+		payload = bytes.TrimRight(payload, "\n") // the JSON encoder's line end
+	}
+	frame, err := eventFrame(nil, payload, ss.codec)
 	if err != nil {
 		s.logf("SubscribeToShard %s %s: framing an event: %v", ss.sub.arn, ss.sub.shard, err)
 		return err
@@ -412,7 +416,7 @@ func (ss *subscriptionStream) writeException(err error) {
 		ae = errorf(codeInternalFailure, "%v", err)
 	}
 	ss.s.logf("SubscribeToShard %s %s ends with %s: %s", ss.sub.arn, ss.sub.shard, ae.code, ae.message)
-	frame, ferr := exceptionFrame(ae.code, ae.message)
+	frame, ferr := exceptionFrame(ss.codec, ae.code, ae.message)
 	if ferr != nil {
 		ss.s.logf("SubscribeToShard %s %s: %v", ss.sub.arn, ss.sub.shard, ferr)
 		return
@@ -434,12 +438,18 @@ func (ss *subscriptionStream) write(frame []byte) error {
 // jsonMarshal encodes v as the service does, without HTML escaping.
 func jsonMarshal(v any) ([]byte, error) {
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := newJSONEncoder(&b).Encode(v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// newJSONEncoder returns an encoder that writes JSON as the service does,
+// without HTML escaping.
+func newJSONEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
 }
 
 // resetConnection aborts the client's connection with a TCP reset. A

@@ -22,6 +22,10 @@ type config struct {
 	subLifetime     time.Duration
 	subHeartbeat    time.Duration
 	resubWindow     time.Duration
+	tls             bool
+	tlsAddr         string
+	certFile        string
+	creds           []Credential // nil: signatures are not checked
 }
 
 func defaultConfig() config {
@@ -32,6 +36,7 @@ func defaultConfig() config {
 		subLifetime:  defaultSubLifetime,
 		subHeartbeat: defaultSubHeartbeat,
 		resubWindow:  defaultResubscribeWindow,
+		tlsAddr:      "127.0.0.1:0",
 	}
 }
 
@@ -56,6 +61,19 @@ func (c *config) validate() error {
 	}
 	if c.subHeartbeat <= 0 {
 		return fmt.Errorf("WithSubscriptionHeartbeat: interval %v must be positive", c.subHeartbeat)
+	}
+	if c.creds != nil {
+		if len(c.creds) == 0 {
+			return fmt.Errorf("WithCredentials: give at least one access key, or leave the option out to accept any signature")
+		}
+		for _, k := range c.creds {
+			if k.AccessKeyID == "" || k.SecretAccessKey == "" {
+				return fmt.Errorf("WithCredentials: access key %q has an empty ID or secret", k.AccessKeyID)
+			}
+		}
+	}
+	if c.certFile != "" && !c.tls {
+		return fmt.Errorf("WithCertFile: the certificate is made for the TLS port; pass WithTLS too")
 	}
 	if err := c.faults.validate(); err != nil {
 		return fmt.Errorf("WithFaults: %w", err)
@@ -143,4 +161,35 @@ func WithResubscribeWindow(d time.Duration) Option {
 // soon as the records are stored, whatever this says.
 func WithSubscriptionHeartbeat(d time.Duration) Option {
 	return func(c *config) { c.subHeartbeat = d }
+}
+
+// WithTLS makes the server listen on a second port, addr (host:port; "" for
+// a free port on 127.0.0.1), for HTTPS with ALPN h2 and http/1.1. Its
+// certificate is self-signed, made at start, and written to a file (see
+// WithCertFile, CertFile, CertPool and TLSHTTPClient).
+func WithTLS(addr string) Option {
+	return func(c *config) {
+		c.tls = true
+		if addr != "" {
+			c.tlsAddr = addr
+		}
+	}
+}
+
+// WithCertFile makes WithTLS write its certificate, PEM-encoded, to path
+// instead of a temporary file. The file is left in place on Shutdown.
+func WithCertFile(path string) Option {
+	return func(c *config) { c.certFile = path }
+}
+
+// WithCredentials makes the server check the SigV4 signature of every
+// request: only the given keys, and temporary credentials the server's own
+// STS AssumeRole issued, are accepted. Requests without a signature fail
+// with MissingAuthenticationTokenException, with an unknown key (or session
+// token) with UnrecognizedClientException, with a wrong signature or one
+// dated more than 5 minutes from the wall clock with
+// InvalidSignatureException, all with HTTP 400. Without this option any
+// signature, or none, is accepted.
+func WithCredentials(creds ...Credential) Option {
+	return func(c *config) { c.creds = append(make([]Credential, 0, len(creds)), creds...) }
 }

@@ -3,10 +3,8 @@ package kinesistest
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/http"
@@ -30,10 +28,14 @@ type Server struct {
 	logger          *log.Logger
 	key             []byte // seals iterators and paging tokens
 
+	keys    *keyring // nil: signatures are not checked
+	roles   roleLog  // AssumeRole calls answered
 	limits  atomic.Bool
 	faults  atomic.Pointer[injector]
 	control rateLimiter
 	calls   sync.Map // operation name -> *atomic.Int64
+	protos  sync.Map // HTTP version ("HTTP/1.1", "HTTP/2.0") -> *atomic.Int64
+	media   sync.Map // request body protocol (JSON or CBOR content type) -> *atomic.Int64
 
 	mu      sync.RWMutex
 	streams map[string]*stream
@@ -52,12 +54,13 @@ type Server struct {
 	quit          chan struct{} // closed by Shutdown to end open subscriptions
 
 	connMu   sync.Mutex
-	newConns map[net.Conn]struct{} // connections that have not sent a request yet
+	newConns map[net.Conn]struct{} // connections without a request in flight (new or idle)
 	closing  bool
 
 	ln        net.Listener
 	http      *http.Server
 	url       string
+	tls       *tlsListener // nil without WithTLS
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -92,41 +95,50 @@ func Start(opts ...Option) (*Server, error) {
 		quit:            make(chan struct{}),
 		logger:          cfg.logger,
 		key:             key,
+		keys:            newKeyring(cfg.creds),
 		streams:         make(map[string]*stream),
 		newConns:        make(map[net.Conn]struct{}),
 		ln:              ln,
-		url:             listenURL(ln.Addr()),
+		url:             "http://" + hostPort(ln.Addr()),
 	}
 	s.limits.Store(cfg.limits)
 	s.faults.Store(newInjector(cfg.faults))
-	s.http = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 30 * time.Second,
-		ConnState:         s.trackConn,
-		ErrorLog:          log.New(io.Discard, "", 0), // clients hanging up are expected in fault tests
+	if cfg.tls {
+		t, err := s.startTLS(cfg.tlsAddr, cfg.certFile)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("kinesistest: %w", err)
+		}
+		s.tls = t
 	}
+	s.http = s.newHTTPServer()
 	go s.http.Serve(ln) //nolint:errcheck // returns ErrServerClosed on Close
 	return s, nil
 }
 
-// listenURL is the URL clients use; a wildcard listen address is reached
-// through the loopback interface.
-func listenURL(addr net.Addr) string {
+// hostPort is the host:port clients dial; a wildcard listen address is
+// reached through the loopback interface.
+func hostPort(addr net.Addr) string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return "http://" + addr.String()
+		return addr.String()
 	}
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return net.JoinHostPort(host, port)
 }
 
-// URL returns the server's endpoint, e.g. "http://127.0.0.1:39401".
+// URL returns the server's plain endpoint, e.g. "http://127.0.0.1:39401". It
+// serves HTTP/1.1 and cleartext HTTP/2 with prior knowledge.
 func (s *Server) URL() string { return s.url }
 
+// TestCredential is the access key Client signs with; pass it to
+// WithCredentials to check Client's signatures.
+var TestCredential = Credential{AccessKeyID: "AKIAKINESISTEST", SecretAccessKey: "kinesistest-secret"}
+
 // Client returns an aws-sdk-go-v2 Kinesis client for the server: region
-// us-east-1, static test credentials, BaseEndpoint set to URL and the HTTP
+// us-east-1, TestCredential, BaseEndpoint set to URL and the HTTP
 // client of HTTPClient (see there for why). The SDK's retry settings are left at their defaults unless
 // optFns change them (for example o.RetryMaxAttempts = 1 in tests that assert
 // errors).
@@ -134,7 +146,7 @@ func (s *Server) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	return kinesis.New(kinesis.Options{
 		Region:       Region,
 		BaseEndpoint: aws.String(s.url),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIAKINESISTEST", "kinesistest-secret", ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(TestCredential.AccessKeyID, TestCredential.SecretAccessKey, ""),
 		HTTPClient:   HTTPClient(),
 	}, optFns...)
 }
@@ -150,11 +162,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.subsClosed = true
 		s.consumerMu.Unlock()
 		close(s.quit)
-		if err := s.http.Shutdown(ctx); err != nil {
-			s.closeErr = errors.Join(fmt.Errorf("kinesistest: shutting down: %w", err), s.http.Close())
+		servers := []*http.Server{s.http}
+		if s.tls != nil {
+			servers = append(servers, s.tls.http)
+		}
+		for _, hs := range servers {
+			if err := hs.Shutdown(ctx); err != nil {
+				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("kinesistest: shutting down: %w", err), hs.Close())
+			}
 		}
 		// Serve may not have taken the listener yet; free the port for sure.
 		s.ln.Close()
+		if s.tls != nil {
+			s.tls.ln.Close()
+			s.tls.remove()
+		}
 		// Subscriptions whose connection a fault hijacked are not requests
 		// http.Server waits for; they have seen quit by now and end at once.
 		s.subsWG.Wait()
@@ -162,13 +184,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.closeErr
 }
 
-// trackConn remembers connections that have not sent a request. HTTP
-// clients dial spare connections, and http.Server.Shutdown would wait five
-// seconds for each before treating it as idle.
+// trackConn remembers connections without a request in flight: new ones,
+// which HTTP clients dial as spares and http.Server.Shutdown would wait five
+// seconds for each before treating as idle, and idle ones, which for HTTP/2
+// Shutdown would keep for a second after its GOAWAY.
 func (s *Server) trackConn(c net.Conn, state http.ConnState) {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
-	if state != http.StateNew {
+	if state != http.StateNew && state != http.StateIdle {
 		delete(s.newConns, c)
 		return
 	}
@@ -179,7 +202,7 @@ func (s *Server) trackConn(c net.Conn, state http.ConnState) {
 	s.newConns[c] = struct{}{}
 }
 
-// closeNewConns closes the connections that never sent a request, now and
+// closeNewConns closes the connections without a request in flight, now and
 // from now on.
 func (s *Server) closeNewConns() {
 	s.connMu.Lock()
@@ -232,10 +255,35 @@ func (s *Server) CallCounts() map[string]int {
 	return out
 }
 
-func (s *Server) countCall(op string) {
-	c, ok := s.calls.Load(op)
+// Protocols returns the number of requests received per HTTP version
+// ("HTTP/1.1", "HTTP/2.0"), STS calls included.
+func (s *Server) Protocols() map[string]int {
+	out := make(map[string]int)
+	s.protos.Range(func(k, v any) bool {
+		out[k.(string)] = int(v.(*atomic.Int64).Load())
+		return true
+	})
+	return out
+}
+
+// MediaTypes returns the number of Kinesis requests received per body
+// protocol: "application/x-amz-json-1.1" or "application/x-amz-cbor-1.1".
+func (s *Server) MediaTypes() map[string]int {
+	out := make(map[string]int)
+	s.media.Range(func(k, v any) bool {
+		out[k.(string)] = int(v.(*atomic.Int64).Load())
+		return true
+	})
+	return out
+}
+
+func (s *Server) countCall(op string) { countIn(&s.calls, op) }
+
+// countIn adds one to m's counter for key.
+func countIn(m *sync.Map, key string) {
+	c, ok := m.Load(key)
 	if !ok {
-		c, _ = s.calls.LoadOrStore(op, new(atomic.Int64))
+		c, _ = m.LoadOrStore(key, new(atomic.Int64))
 	}
 	c.(*atomic.Int64).Add(1)
 }
@@ -249,11 +297,15 @@ func (s *Server) logf(format string, args ...any) {
 // request is one decoded API call.
 type request struct {
 	body   []byte
+	codec  codec     // the protocol of the request, and of its response
 	region string    // from the SigV4 credential scope; used in ARNs
 	nowMs  int64     // the server clock when the request was dispatched
 	faults *injector // nil when no fault applies to this call
 	limits bool
 }
+
+// decode reads the request's input into v.
+func (r *request) decode(v any) error { return r.codec.decode(r.body, v) }
 
 // handler carries out one operation. It returns the output to encode as
 // JSON, nil for operations without output, a streamer for operations that
@@ -292,11 +344,19 @@ var handlers = map[string]handler{
 	"UpdateShardCount":              (*Server).updateShardCount,
 }
 
-// ServeHTTP answers one JSON 1.1 request: POST / with X-Amz-Target
-// Kinesis_20131202.<Operation>. The signature is not checked.
+// ServeHTTP answers one JSON 1.1 or CBOR request: POST / with X-Amz-Target
+// Kinesis_20131202.<Operation> and Content-Type application/x-amz-json-1.1 or
+// application/x-amz-cbor-1.1; the response uses the request's protocol.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := newRequestID()
 	w.Header()[headerRequestID] = []string{reqID}
+	countIn(&s.protos, r.Proto)
+	if isSTSRequest(r) {
+		s.serveSTSBody(w, r, reqID)
+		return
+	}
+	c := codecFor(r.Header.Get("Content-Type"))
+	countIn(&s.media, c.contentType())
 	target := r.Header.Get("X-Amz-Target")
 	op := strings.TrimPrefix(target, targetPrefix)
 	s.countCall(op)
@@ -320,10 +380,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, maxBodyBytes)); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.writeError(w, reqID, op, &apiError{status: http.StatusRequestEntityTooLarge, code: codeInvalidArgument,
+			s.writeError(w, reqID, op, c, &apiError{status: http.StatusRequestEntityTooLarge, code: codeInvalidArgument,
 				message: fmt.Sprintf("Request body exceeds %d bytes.", maxBodyBytes)})
 		}
 		return // otherwise the connection is gone
+	}
+	if s.keys != nil {
+		if _, err := s.keys.verify(r, body.Bytes(), "kinesis"); err != nil {
+			s.writeError(w, reqID, op, c, err)
+			return
+		}
 	}
 	if in != nil {
 		if in.hit(in.f.DropConnectionRate) {
@@ -331,14 +397,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := in.serverError(); err != nil {
-			s.writeError(w, reqID, op, err)
+			s.writeError(w, reqID, op, c, err)
 			return
 		}
 	}
 
-	out, err := s.dispatch(r, op, target, body.Bytes(), in)
+	out, err := s.dispatch(r, op, target, body.Bytes(), c, in)
 	if err != nil {
-		s.writeError(w, reqID, op, err)
+		s.writeError(w, reqID, op, c, err)
 		return
 	}
 	if st, ok := out.(streamer); ok {
@@ -348,10 +414,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp := getBuf()
 	defer putBuf(resp)
 	if out != nil {
-		enc := json.NewEncoder(resp)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(out); err != nil {
-			s.writeError(w, reqID, op, fmt.Errorf("encoding the %s response: %w", op, err))
+		if err := c.encode(resp, out); err != nil {
+			s.writeError(w, reqID, op, c, fmt.Errorf("encoding the %s response: %w", op, err))
 			return
 		}
 	}
@@ -360,19 +424,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
-	h["Content-Type"] = []string{jsonContentType}
+	h["Content-Type"] = []string{c.contentType()}
 	h["Content-Length"] = []string{strconv.Itoa(resp.Len())}
 	w.WriteHeader(http.StatusOK)
 	w.Write(resp.Bytes()) //nolint:errcheck // a client that hung up is not the server's problem
 }
 
+// serveSTSBody reads an STS request's body and answers it.
+func (s *Server) serveSTSBody(w http.ResponseWriter, r *http.Request, reqID string) {
+	body := getBuf()
+	defer putBuf(body)
+	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, 1<<20)); err != nil {
+		return // too big or gone; STS requests are a few hundred bytes
+	}
+	s.serveSTS(w, r, reqID, body.Bytes())
+}
+
 // dispatch checks the request's envelope and runs the operation.
-func (s *Server) dispatch(r *http.Request, op, target string, body []byte, in *injector) (any, error) {
+func (s *Server) dispatch(r *http.Request, op, target string, body []byte, c codec, in *injector) (any, error) {
 	if r.Method != http.MethodPost {
 		return nil, errorf(codeUnknownOperation, "Only POST requests are supported, got %s.", r.Method)
-	}
-	if strings.Contains(r.Header.Get("Content-Type"), "cbor") {
-		return nil, errorf(codeSerialization, "CBOR is not supported by this server; send application/x-amz-json-1.1.")
 	}
 	h := handlers[op]
 	if h == nil || !strings.HasPrefix(target, targetPrefix) {
@@ -380,6 +451,7 @@ func (s *Server) dispatch(r *http.Request, op, target string, body []byte, in *i
 	}
 	req := &request{
 		body:   body,
+		codec:  c,
 		region: regionFromAuthorization(r.Header.Get("Authorization")),
 		nowMs:  s.clock.Now().UnixMilli(),
 		faults: in,
@@ -403,17 +475,17 @@ type errorBody struct {
 // writeError sends err as the service does: status, X-Amzn-ErrorType header
 // and {"__type": code, "message": ...}. Errors that are not API errors are
 // server bugs and go out as InternalFailureException.
-func (s *Server) writeError(w http.ResponseWriter, reqID, op string, err error) {
+func (s *Server) writeError(w http.ResponseWriter, reqID, op string, c codec, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		ae = errorf(codeInternalFailure, "%v", err)
 	}
 	// Log before answering, so the line exists once the client has its answer.
 	s.logf("%s %s -> %d %s: %s", reqID, op, ae.status, ae.code, ae.message)
-	b, _ := json.Marshal(errorBody{Type: ae.code, Message: ae.message})
+	b, _ := c.marshal(errorBody{Type: ae.code, Message: ae.message})
 	h := w.Header()
 	h[headerErrorType] = []string{ae.code}
-	h["Content-Type"] = []string{jsonContentType}
+	h["Content-Type"] = []string{c.contentType()}
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(ae.status)
 	w.Write(b) //nolint:errcheck // see ServeHTTP

@@ -6,10 +6,21 @@
 //	kinesis-server [--addr 127.0.0.1:4567] [--streams orders:4,events:1] [--limits]
 //	               [--iterator-ttl 5m] [--consumer-activation-delay 0s]
 //	               [--subscription-lifetime 5m] [--subscription-heartbeat 1s]
-//	               [--log] [fault flags]
+//	               [--tls-addr 127.0.0.1:4568] [--cert-file cert.pem]
+//	               [--credentials id:secret,...] [--log] [fault flags]
 //
-// It prints the URL it listens on and runs until SIGINT or SIGTERM, then
-// stops gracefully. State lives in memory only.
+// It prints the URL it listens on (and the TLS URL and certificate file, with
+// --tls-addr) and runs until SIGINT or SIGTERM, then stops gracefully. State
+// lives in memory only.
+//
+// Protocols: the plain port serves HTTP/1.1 and cleartext HTTP/2 with prior
+// knowledge; --tls-addr adds a TLS port (ALPN h2 and http/1.1) with a
+// self-signed certificate written to --cert-file (default: a temporary file,
+// printed). Bodies are JSON 1.1 or CBOR (application/x-amz-cbor-1.1, the Java
+// SDKs' default), answered in the request's protocol. With --credentials the
+// server checks SigV4 signatures and accepts only those keys and the
+// temporary credentials its own STS AssumeRole (same ports) issues; without
+// it any signature is accepted, and AssumeRole still answers.
 //
 // The AWS CLI talks to it with any credentials:
 //
@@ -18,9 +29,9 @@
 //	aws --endpoint-url http://127.0.0.1:4567 kinesis put-record --stream-name orders \
 //	    --partition-key k --data aGVsbG8= --cli-binary-format base64
 //
-// The server speaks JSON 1.1 only. The Java SDKs (and KCL/KPL) send CBOR unless
-// told otherwise: run them with -Daws.cborEnabled=false (SDK v2) or
-// AWS_CBOR_DISABLE=true (SDK v1). From aws-sdk-go-v2:
+// Over TLS, trust the certificate with the CLI's --ca-bundle, AWS_CA_BUNDLE
+// (boto3, aws-sdk-go-v2), NODE_EXTRA_CA_CERTS (JavaScript) or a trust store
+// (Java). From aws-sdk-go-v2:
 //
 //	client := kinesis.New(kinesis.Options{
 //		Region:       "us-east-1",
@@ -81,6 +92,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		activation  = fs.Duration("consumer-activation-delay", 0, "how long registered consumers stay CREATING (and deregistered ones DELETING)")
 		lifetime    = fs.Duration("subscription-lifetime", 5*time.Minute, "how long a SubscribeToShard stream lasts")
 		heartbeat   = fs.Duration("subscription-heartbeat", time.Second, "interval of empty SubscribeToShard events while no records arrive")
+		tlsAddr     = fs.String("tls-addr", "", "also serve HTTPS (ALPN h2, http/1.1) on this host:port, with a self-signed certificate")
+		certFile    = fs.String("cert-file", "", "where --tls-addr writes its certificate, PEM (default: a temporary file)")
+		creds       = fs.String("credentials", "", "check SigV4 signatures and accept only these keys, as id:secret,...")
 		faults      kinesistest.Faults
 		faultOps    = fs.String("fault-ops", "", "comma-separated operations the faults apply to (default: all)")
 	)
@@ -104,6 +118,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	keys, err := parseCredentials(*creds)
+	if err != nil {
+		return err
+	}
 	if *faultOps != "" {
 		faults.Operations = strings.Split(*faultOps, ",")
 	}
@@ -119,6 +137,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *limits {
 		opts = append(opts, kinesistest.WithLimits())
 	}
+	if *tlsAddr != "" {
+		opts = append(opts, kinesistest.WithTLS(*tlsAddr))
+	}
+	if *certFile != "" {
+		if *tlsAddr == "" {
+			return fmt.Errorf("--cert-file needs --tls-addr: the certificate is made for the TLS port")
+		}
+		opts = append(opts, kinesistest.WithCertFile(*certFile))
+	}
+	if keys != nil {
+		opts = append(opts, kinesistest.WithCredentials(keys...))
+	}
 	if *verbose {
 		opts = append(opts, kinesistest.WithLogger(log.New(stderr, "", log.LstdFlags)))
 	}
@@ -132,6 +162,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "kinesis-server listening on %s\n", srv.URL())
+	if srv.TLSURL() != "" {
+		fmt.Fprintf(stdout, "kinesis-server listening on %s (certificate %s)\n", srv.TLSURL(), srv.CertFile())
+	}
+	if keys != nil {
+		fmt.Fprintf(stdout, "kinesis-server checks SigV4 signatures for %d access keys\n", len(keys))
+	}
 
 	<-ctx.Done()
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -164,4 +200,21 @@ func parseStreams(s string) ([]streamSpec, error) {
 		specs = append(specs, streamSpec{name: name, shards: shards})
 	}
 	return specs, nil
+}
+
+// parseCredentials reads "id:secret,..."; "" means no checking (nil).
+func parseCredentials(s string) ([]kinesistest.Credential, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []kinesistest.Credential
+	for _, part := range strings.Split(s, ",") {
+		id, secret, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok || id == "" || secret == "" {
+			// Never echo the part: it may hold a secret.
+			return nil, fmt.Errorf("--credentials: entry %d is not id:secret with both parts non-empty", len(out)+1)
+		}
+		out = append(out, kinesistest.Credential{AccessKeyID: id, SecretAccessKey: secret})
+	}
+	return out, nil
 }

@@ -3,7 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 )
 
 func TestRunServesStreamsUntilCancelled(t *testing.T) {
@@ -109,6 +115,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"--subscription-drop-rate", "1.5"},
 		{"--event-latency", "-1s"},
 		{"--no-such-flag"},
+		{"--credentials", "id-without-secret"},
+		{"--credentials", "a:b,:c"},
+		{"--cert-file", "/tmp/never.pem"},
 		{"extra"},
 	} {
 		if err := run(t.Context(), append([]string{"--addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard); err == nil {
@@ -124,5 +133,65 @@ func TestParseStreams(t *testing.T) {
 	}
 	if len(got) != 3 || got[0] != (streamSpec{"a", 3}) || got[1] != (streamSpec{"b", 1}) || got[2] != (streamSpec{"c", 1}) {
 		t.Errorf("parseStreams = %+v", got)
+	}
+}
+
+// TestRunServesTLSWithSignatureChecks starts the TLS port and signature
+// checks from flags, reaches the TLS URL with the certificate the server
+// wrote, and sees a wrong secret refused.
+func TestRunServesTLSWithSignatureChecks(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	certFile := t.TempDir() + "/cert.pem"
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--tls-addr", "127.0.0.1:0", "--cert-file", certFile,
+			"--credentials", "AKIAONE:secret-one,AKIATWO:secret-two"}, w, io.Discard)
+		w.Close()
+	}()
+	r := bufio.NewReader(out)
+	var lines []string
+	for range 3 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the start lines: %v (run: %v)", err, <-done)
+		}
+		lines = append(lines, strings.TrimSpace(line))
+	}
+	go io.Copy(io.Discard, out) //nolint:errcheck // nothing else is printed
+	want := " (certificate " + certFile + ")"
+	if !strings.HasPrefix(lines[1], "kinesis-server listening on https://127.0.0.1:") || !strings.HasSuffix(lines[1], want) ||
+		lines[2] != "kinesis-server checks SigV4 signatures for 2 access keys" {
+		t.Fatalf("start lines %q", lines)
+	}
+	tlsURL := strings.TrimSuffix(strings.TrimPrefix(lines[1], "kinesis-server listening on "), want)
+	pemBytes, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	client := func(id, secret string) *kinesis.Client {
+		return kinesis.New(kinesis.Options{
+			Region: "us-east-1", BaseEndpoint: aws.String(tlsURL), RetryMaxAttempts: 1,
+			Credentials: credentials.NewStaticCredentialsProvider(id, secret, ""),
+			HTTPClient:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}},
+		})
+	}
+	if _, err := client("AKIATWO", "secret-two").ListStreams(ctx, &kinesis.ListStreamsInput{}); err != nil {
+		t.Fatalf("ListStreams over TLS, signed with a configured key: %v", err)
+	}
+	_, err = client("AKIATWO", "secret-one").ListStreams(ctx, &kinesis.ListStreamsInput{})
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "InvalidSignatureException" {
+		t.Fatalf("ListStreams with a wrong secret: %v, want InvalidSignatureException", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run after cancel: %v", err)
+	}
+	if _, err := os.Stat(certFile); err != nil {
+		t.Errorf("the certificate file is gone after shutdown: %v", err)
 	}
 }

@@ -12,7 +12,6 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.beam.sdk.io.aws2.common.ClientConfiguration;
-import org.apache.beam.sdk.io.aws2.options.AwsOptions;
 import org.apache.beam.sdk.options.PipelineOptions;
 import org.apache.beam.sdk.options.PipelineOptionsFactory;
 import software.amazon.awssdk.auth.credentials.AwsBasicCredentials;
@@ -83,8 +82,6 @@ final class Anchor {
    */
   static PipelineOptions options(Map<String, String> a) {
     String experiments = a.getOrDefault("experiments", "");
-    // The server speaks JSON 1.1 only; the SDK reads this before building a client.
-    System.setProperty("aws.cborEnabled", "false");
     List<String> args =
         new ArrayList<>(
             List.of(
@@ -97,9 +94,7 @@ final class Anchor {
     if (a.containsKey("target-parallelism")) {
       args.add("--targetParallelism=" + a.get("target-parallelism"));
     }
-    PipelineOptions o = PipelineOptionsFactory.fromArgs(args.toArray(new String[0])).create();
-    o.as(AwsOptions.class).setClientBuilderFactory(Http1ClientBuilderFactory.class);
-    return o;
+    return PipelineOptionsFactory.fromArgs(args.toArray(new String[0])).create();
   }
 
   static long checksum(String partitionKey, byte[] data) {

@@ -20,6 +20,10 @@ import software.amazon.kinesis.common.InitialPositionInStream;
  * <p>Usage: ReadAnchor --endpoint=URL --stream=NAME --records=N [--bound=stop|max-records]
  * [--grace-ms=0] [--timeout-s=120] [--experiments=a,b] [--request-records-limit=N]
  * [--max-capacity-per-shard=N] [--rate-limit=default|none|fixed:MS] [--target-parallelism=N]
+ * [--consumer-arn=ARN]
+ *
+ * <p>--consumer-arn reads through enhanced fan-out ({@code withConsumerArn}): SubscribeToShard
+ * over HTTP/2 with the registered consumer, instead of GetRecords.
  *
  * <p>--bound=max-records is the documented bounded read, {@code withMaxNumRecords(N)}: Beam's
  * BoundedReadFromUnboundedSource splits the source (one shard per split here), gives each split
@@ -77,6 +81,9 @@ public final class ReadAnchor {
             .withClientConfiguration(Anchor.client(Anchor.need(a, "endpoint")));
     if (a.containsKey("request-records-limit")) {
       read = read.withRequestRecordsLimit(Integer.parseInt(a.get("request-records-limit")));
+    }
+    if (a.containsKey("consumer-arn")) {
+      read = read.withConsumerArn(a.get("consumer-arn"));
     }
     if (a.containsKey("max-capacity-per-shard")) {
       read = read.withMaxCapacityPerShard(Integer.parseInt(a.get("max-capacity-per-shard")));
