@@ -169,6 +169,7 @@ restart-strategy.fixed-delay.delay: 1 s
 heartbeat.interval: 2000
 heartbeat.timeout: 8000
 io.tmp.dirs: $state/tmp
+cluster.evenly-spread-out-slots: true
 web.submit.enable: true
 CONF
   mkdir -p "$state/tmp"

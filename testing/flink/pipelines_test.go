@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -35,98 +34,6 @@ func TestWordcountBoundedEmbedded(t *testing.T) {
 	if got := strings.Join(tables(out), ""); got != string(want) {
 		t.Errorf("wordcount printed\n%s\nwant\n%s", out, want)
 	}
-}
-
-// TestWordcountStreamingAcrossASplit reads a stream without a bound, in one-minute windows
-// of arrival time, ending after --max_read_time. The stream's only shard holds the first
-// minute's records and is then split; the second minute's records land in both children.
-// Every word must be counted exactly once and each window's table must fire.
-//
-// On the job servers listed in streamingReadsDropped the test skips, saying why, unless
-// BEAMKINESIS_FLINK_STREAMING=1 runs it anyway.
-func TestWordcountStreamingAcrossASplit(t *testing.T) {
-	needFlink(t)
-	if why, ok := streamingReadsDropped[suite.beamVersion]; ok && os.Getenv("BEAMKINESIS_FLINK_STREAMING") != "1" {
-		t.Skipf("the Flink runner of Beam %s %s; BEAMKINESIS_FLINK_STREAMING=1 runs the test anyway", suite.beamVersion, why)
-	}
-	t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
-	clock := kinesistest.NewManualClock(t0.Add(5 * time.Second))
-	srv := startKinesis(t, kinesistest.WithClock(clock))
-	const stream = "events"
-	if err := srv.CreateStream(stream, 1); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	client := srv.Client()
-	put(t, client, stream, entries("before", "alpha beta", "alpha")...)
-	if _, err := client.SplitShard(ctx, &kinesis.SplitShardInput{
-		StreamName:         aws.String(stream),
-		ShardToSplit:       aws.String("shardId-000000000000"),
-		NewStartingHashKey: aws.String("170141183460469231731687303715884105728"), // 2^127
-	}); err != nil {
-		t.Fatalf("splitting the stream's shard: %v", err)
-	}
-	clock.Advance(time.Minute)
-	var second []string
-	for range 20 {
-		second = append(second, "gamma")
-	}
-	put(t, client, stream, entries("after", append(second, "alpha delta")...)...)
-	// The records after the split must be in both children for the read to cross into each.
-	stored, err := srv.StreamRecords(stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	perShard := map[string]int{}
-	for _, r := range stored {
-		perShard[r.ShardID]++
-	}
-	if len(perShard) != 3 || perShard["shardId-000000000000"] != 2 {
-		t.Fatalf("records per shard %v: want 2 in the parent and the rest spread over both children", perShard)
-	}
-
-	out := runPipeline(t, "wordcount",
-		"--stream="+stream, "--kinesis_endpoint="+srv.URL(), "--kinesis_region="+kinesistest.Region,
-		"--aws_credentials_from_env", "--bounded=false", "--starting_position=trim_horizon",
-		"--window=1m", "--max_read_time=1s")
-	title := func(start time.Time) string {
-		return fmt.Sprintf("Window: %s to %s\n", start.Format(time.RFC3339Nano), start.Add(time.Minute).Format(time.RFC3339Nano))
-	}
-	want := []string{
-		title(t0) + `+-----+-----+
-| word|count|
-+-----+-----+
-|alpha|    2|
-| beta|    1|
-+-----+-----+
-`,
-		title(t0.Add(time.Minute)) + `+-----+-----+
-| word|count|
-+-----+-----+
-|gamma|   20|
-|alpha|    1|
-|delta|    1|
-+-----+-----+
-`,
-	}
-	got := tables(out)
-	sort.Strings(got) // the windows' tables may fire in either order
-	if !slices.Equal(got, want) {
-		t.Errorf("wordcount printed\n%s\nwant the tables\n%s", out, strings.Join(want, ""))
-	}
-}
-
-// streamingReadsDropped maps the Beam releases of Flink job servers on which a streaming
-// read with a finite end delivers nothing to what happens there.
-var streamingReadsDropped = map[string]string{
-	// Observed with Go SDK 2.77.0 and Flink 1.16's local cluster: the job runs on the
-	// streaming translator and finishes within seconds, the readers open their shards but
-	// never report a shard read, and no record reaches any later step (none even without a
-	// GroupByKey, in kinesis-to-kinesis --transform=passthrough). Without checkpointing the
-	// runner shuts the Impulse source down at once (its shutdownSourcesAfterIdleMs, which the
-	// Go SDK cannot set: it sends only a few top-level pipeline options), so the job ends
-	// while the readers' self-checkpointed residuals still wait on their resume timers.
-	"2.56.0": "ends a streaming job before its splittable DoFns' resumed work runs (0 records read)",
 }
 
 // TestKinesisToKinesisAggregatedWritesEveryRecordOnce copies a two-shard stream to a
