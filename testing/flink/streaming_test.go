@@ -153,3 +153,104 @@ func expectedTables(t *testing.T, srv *kinesistest.Server, stream string) []stri
 	sort.Strings(out)
 	return out
 }
+
+// TestKinesisToKinesisStreamingOnBothTaskManagers copies a twelve-shard stream to a
+// three-shard one with KPL aggregation, as a streaming job at --parallelism=2, while
+// records are put. Every record must arrive exactly once (nothing fails in this run, so
+// the at-least-once sink makes no duplicates), and Flink's REST API must show the shard
+// reader running on both TaskManagers, each reading records.
+func TestKinesisToKinesisStreamingOnBothTaskManagers(t *testing.T) {
+	needCluster(t)
+	started := time.Now()
+	srv := startKinesis(t)
+	if err := srv.CreateStream("in", 12); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateStream("out", 3); err != nil {
+		t.Fatal(err)
+	}
+	r := startPipeline(t, "kinesis-to-kinesis", append(append([]string{"--input_stream=in", "--output_stream=out",
+		"--transform=passthrough", "--aggregation", "--bounded=false", "--starting_position=trim_horizon",
+		"--parallelism=2"}, kinesisFlags(srv)...), checkpointFlags...)...)
+	ready := r.awaitCheckpoints(t, 1)
+
+	var want []string
+	for batch := range 3 {
+		var data []string
+		for i := range 100 {
+			data = append(data, fmt.Sprintf("record-%d-%03d", batch, i))
+		}
+		put(t, srv.Client(), "in", entries(fmt.Sprintf("b%d", batch), data...)...)
+		want = append(want, data...)
+	}
+	sort.Strings(want)
+	var got []string
+	aggregates := 0
+	await(t, 2*time.Minute, func() string {
+		return fmt.Sprintf("the output stream holds %d of the %d user records", len(got), len(want))
+	}, func() bool {
+		got, aggregates = userRecords(t, srv, "out")
+		return len(got) >= len(want)
+	})
+	if !slices.Equal(got, want) {
+		t.Errorf("the output stream holds %d user records, want each of the %d input records once; got %v", len(got), len(want), got)
+	}
+	if aggregates == 0 {
+		t.Errorf("the output stream holds no KPL aggregate, want aggregation to pack the records")
+	}
+	// The REST API's task metrics lag (Flink fetches them every few seconds).
+	var perTM map[string]int64
+	await(t, time.Minute, func() string {
+		return fmt.Sprintf("the shard reader read shards on the TaskManagers %v, want two", perTM)
+	}, func() bool {
+		perTM = readerTaskManagers(t, r.job)
+		return len(perTM) == 2
+	})
+	cps := checkpoints(t, r.job)
+	if cps.Counts.Failed != ready.Counts.Failed {
+		t.Errorf("the job's checkpoints: %+v (%+v when its tasks ran), want no more failed", cps.Counts, ready.Counts)
+	}
+	r.cancel(t)
+	t.Logf("measured: %v in all, %d user records in %d aggregates, shards read per TaskManager %v, checkpoints %+v",
+		time.Since(started).Round(time.Millisecond), len(got), aggregates, perTM, cps.Counts)
+}
+
+// readerTaskManagers returns, for each TaskManager on which the job's shard reader (the
+// vertex that runs kinesisio's readFn on the shard restrictions) received shards to read,
+// how many it received.
+func readerTaskManagers(t *testing.T, job string) map[string]int64 {
+	t.Helper()
+	var j struct {
+		Vertices []struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"vertices"`
+	}
+	restGet(t, "/jobs/"+job, &j)
+	var names []string
+	for _, v := range j.Vertices {
+		names = append(names, v.Name)
+		if !strings.Contains(v.Name, "kinesisio.Read") || strings.Contains(v.Name, "discoverFn") || strings.Contains(v.Name, "SplitAndSize") {
+			continue
+		}
+		var tms struct {
+			TaskManagers []struct {
+				ID      string `json:"taskmanager-id"`
+				Host    string `json:"host"`
+				Metrics struct {
+					ReadRecords int64 `json:"read-records"`
+				} `json:"metrics"`
+			} `json:"taskmanagers"`
+		}
+		restGet(t, "/jobs/"+job+"/vertices/"+v.ID+"/taskmanagers", &tms)
+		out := map[string]int64{}
+		for _, tm := range tms.TaskManagers {
+			if tm.Metrics.ReadRecords > 0 {
+				out[tm.ID] = tm.Metrics.ReadRecords
+			}
+		}
+		return out
+	}
+	t.Fatalf("the job has no shard reader vertex among %q", names)
+	return nil
+}
