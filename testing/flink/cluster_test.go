@@ -250,7 +250,9 @@ func startPipeline(t *testing.T, name string, args ...string) *liveRun {
 func (r *liveRun) awaitCheckpoints(t *testing.T, n int) checkpointStats {
 	t.Helper()
 	var s checkpointStats
-	await(t, 2*time.Minute, func() string { return fmt.Sprintf("%s's job completed %d checkpoints, want %d", r.name, s.Counts.Completed, n) }, func() bool {
+	await(t, 2*time.Minute, func() string {
+		return fmt.Sprintf("%s's job completed %d checkpoints, want %d", r.name, s.Counts.Completed, n)
+	}, func() bool {
 		if r.exited() {
 			t.Fatalf("%s ended while waiting for checkpoints: %v\nstderr:\n%s", r.name, r.err, tail(r.errOut(), 60))
 		}
@@ -349,4 +351,3 @@ func (r *liveRun) stopWithSavepoint(t *testing.T) string {
 	r.wait(t)
 	return status.Operation.Location
 }
-
