@@ -16,7 +16,6 @@ import (
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal/extworker"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal/runnerlib"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/vet"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/grpcx"
@@ -68,12 +67,12 @@ func Execute(ctx context.Context, p *beam.Pipeline, opts Options) (beam.Pipeline
 	}
 	envCfg := jobopts.GetEnvironmentConfig
 	if jobopts.IsLoopback() {
-		srv, err := extworker.StartLoopback(ctx, 0)
+		pool, err := startLoopback(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("flinkrunner: starting the loopback worker service: %w", err)
+			return nil, fmt.Errorf("flinkrunner: %w", err)
 		}
-		defer srv.Stop(ctx)
-		envCfg = srv.EnvironmentConfig
+		defer pool.stop()
+		envCfg = pool.environmentConfig
 	}
 	xlangx.ResolveArtifacts(ctx, edges, nil)
 	env, err := graphx.CreateEnvironment(ctx, jobopts.GetEnvironmentUrn(ctx), envCfg)

@@ -118,9 +118,21 @@ type checkpointStats struct {
 	} `json:"latest"`
 }
 
-// checkpoints returns the job's checkpoint statistics.
+// checkpoints returns the job's checkpoint statistics, failing t if the job has failed
+// (Flink gave up restarting it).
 func checkpoints(t *testing.T, job string) checkpointStats {
 	t.Helper()
+	var j struct {
+		State string `json:"state"`
+	}
+	restGet(t, "/jobs/"+job, &j)
+	if j.State == "FAILED" {
+		var ex struct {
+			RootException string `json:"root-exception"`
+		}
+		restGet(t, "/jobs/"+job+"/exceptions", &ex)
+		t.Fatalf("Flink job %s failed: %s", job, tail(ex.RootException, 30))
+	}
 	var s checkpointStats
 	restGet(t, "/jobs/"+job+"/checkpoints", &s)
 	return s
