@@ -23,8 +23,8 @@ import (
 	"os"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
+	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/report"
 )
@@ -42,7 +42,7 @@ func run(ctx context.Context, cfg config) error {
 	defer j.stop()
 	p, s := beam.NewPipelineWithRoot()
 	j.build(s)
-	res, err := beamx.RunWithMetrics(ctx, p)
+	res, err := flinkrunner.Run(ctx, p)
 	if err != nil {
 		return fmt.Errorf("running the pipeline: %w", err)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/report"
@@ -259,7 +259,7 @@ func run(ctx context.Context, cfg config) error {
 	p, s := beam.NewPipelineWithRoot()
 	start := time.Now()
 	j.build(s, start)
-	res, err := beamx.RunWithMetrics(ctx, p)
+	res, err := flinkrunner.Run(ctx, p)
 	if err != nil {
 		return fmt.Errorf("running the pipeline: %w", err)
 	}

@@ -24,8 +24,8 @@ import (
 	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
+	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 )
 
@@ -43,7 +43,7 @@ func run(ctx context.Context, cfg config) error {
 	defer j.stop()
 	p, s := beam.NewPipelineWithRoot()
 	beam.ParDo0(s, printTable, j.build(s))
-	if err := beamx.Run(ctx, p); err != nil {
+	if _, err := flinkrunner.Run(ctx, p); err != nil {
 		return fmt.Errorf("running the pipeline: %w", err)
 	}
 	return nil

@@ -17,8 +17,15 @@ import (
 const (
 	// envEndpoint names a running job server's job endpoint, host:port.
 	envEndpoint = "BEAMKINESIS_FLINK_ENDPOINT"
-	// envStart, set to 1, makes the tests start a job server with jobserver.sh.
+	// envStart, set to 1, makes the tests start the standalone cluster and its job server
+	// with flink.sh; set to local, a job server with an in-JVM cluster with jobserver.sh.
 	envStart = "BEAMKINESIS_FLINK"
+	// envREST is the standalone cluster's REST API URL; flink.sh start prints it. Without
+	// it the tests that need the cluster (TaskManager kill, savepoints, REST checks) skip.
+	envREST = "BEAMKINESIS_FLINK_REST"
+	// envClusterState is the standalone cluster's state directory, which cluster.sh
+	// kill-tm and start-tm act on; flink.sh start prints it.
+	envClusterState = "BEAMKINESIS_FLINK_CLUSTER_STATE"
 	// envRequire, set to 1, makes a missing job server a failure instead of a skip.
 	envRequire = "BEAMKINESIS_REQUIRE_FLINK"
 	// envBeamVersion is the Beam release of the job server's Flink runner, when known;
@@ -35,6 +42,10 @@ var suite struct {
 	endpoint string
 	// beamVersion is the Beam release of the job server's runner; empty when unknown.
 	beamVersion string
+	// rest is the standalone cluster's REST API URL; empty with an in-JVM cluster.
+	rest string
+	// clusterState is the standalone cluster's state directory for cluster.sh.
+	clusterState string
 	// requested is whether the environment asked for the tests (envEndpoint or envStart).
 	requested bool
 	// unavailable says why there is no job server (or why the set-up failed).
@@ -44,7 +55,7 @@ var suite struct {
 }
 
 // pipelines are the pipelines the tests run, by directory under pipelines/.
-var pipelines = []string{"wordcount", "kinesis-to-kinesis"}
+var pipelines = []string{"wordcount", "kinesis-to-kinesis", "kinesis-to-files"}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -78,16 +89,24 @@ func run(m *testing.M) int {
 // that stops what it started.
 func setUp() (stop func() error, err error) {
 	suite.endpoint, suite.beamVersion = os.Getenv(envEndpoint), os.Getenv(envBeamVersion)
-	suite.requested = suite.endpoint != "" || os.Getenv(envStart) == "1"
+	suite.rest, suite.clusterState = os.Getenv(envREST), os.Getenv(envClusterState)
+	start := os.Getenv(envStart)
+	suite.requested = suite.endpoint != "" || start == "1" || start == "local"
 	if suite.endpoint == "" {
 		if !suite.requested {
-			return nil, fmt.Errorf("no Flink job server: set %s=host:port of a running one, or %s=1 to start one with testing/flink/jobserver.sh", envEndpoint, envStart)
+			return nil, fmt.Errorf("no Flink job server: set %s=host:port of a running one, or %s=1 to start a standalone cluster and its job server with testing/flink/flink.sh (%s=local: a job server with an in-JVM cluster)", envEndpoint, envStart, envStart)
 		}
-		endpoint, version, stopServer, err := startJobServer()
+		script := "flink.sh"
+		if start == "local" {
+			script = "jobserver.sh"
+		}
+		env, stopServer, err := startScript(script)
 		if err != nil {
 			return nil, err
 		}
-		suite.endpoint, suite.beamVersion, stop = endpoint, version, stopServer
+		stop = stopServer
+		suite.endpoint, suite.beamVersion = env[envEndpoint], env[envBeamVersion]
+		suite.rest, suite.clusterState = env[envREST], env[envClusterState]
 	}
 	dir, err := os.MkdirTemp("", "beamkinesis-flink-bin")
 	if err != nil {
@@ -117,41 +136,42 @@ func setUp() (stop func() error, err error) {
 	return stop, nil
 }
 
-// startJobServer starts a job server with jobserver.sh in a state directory of its own and
-// returns its endpoint, the Beam release of its runner, and a function that stops it.
-func startJobServer() (endpoint, beamVersion string, stop func() error, err error) {
+// startScript starts what script (flink.sh or jobserver.sh) starts, with its state in
+// directories of its own, and returns the KEY=value lines it printed and a function that
+// stops it.
+func startScript(script string) (env map[string]string, stop func() error, err error) {
 	state, err := os.MkdirTemp("", "beamkinesis-flink-state")
 	if err != nil {
-		return "", "", nil, fmt.Errorf("making the job server's state directory: %w", err)
+		return nil, nil, fmt.Errorf("making the Flink state directory: %w", err)
 	}
-	script := func(verb string) *exec.Cmd {
-		cmd := exec.Command("bash", "jobserver.sh", verb)
-		cmd.Env = append(os.Environ(), "BEAMKINESIS_FLINK_STATE="+state)
+	run := func(verb string) *exec.Cmd {
+		cmd := exec.Command("bash", script, verb)
+		cmd.Env = append(os.Environ(),
+			"BEAMKINESIS_FLINK_STATE="+filepath.Join(state, "jobserver"),
+			envClusterState+"="+filepath.Join(state, "cluster"))
 		cmd.Stderr = os.Stderr
 		return cmd
 	}
 	started := time.Now()
-	out, err := script("start").Output()
+	out, err := run("start").Output()
 	if err != nil {
-		// jobserver.sh printed why, and the tail of the job server's log, to stderr.
-		return "", "", nil, errors.Join(fmt.Errorf("starting the Flink job server with jobserver.sh: %w", err), os.RemoveAll(state))
+		// The script printed why, and the logs' paths, to stderr.
+		return nil, nil, fmt.Errorf("starting Flink with %s (state in %s): %w", script, state, err)
 	}
+	env = map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if v, ok := strings.CutPrefix(line, envEndpoint+"="); ok {
-			endpoint = v
-		}
-		if v, ok := strings.CutPrefix(line, envBeamVersion+"="); ok {
-			beamVersion = v
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
 		}
 	}
-	if endpoint == "" {
-		err := script("stop").Run()
-		return "", "", nil, errors.Join(fmt.Errorf("jobserver.sh start printed no %s= line: %q", envEndpoint, out), err)
+	if env[envEndpoint] == "" {
+		err := run("stop").Run()
+		return nil, nil, errors.Join(fmt.Errorf("%s start printed no %s= line: %q", script, envEndpoint, out), err)
 	}
-	fmt.Fprintf(os.Stderr, "flink e2e: job server on %s ready after %v\n", endpoint, time.Since(started).Round(time.Millisecond))
-	return endpoint, beamVersion, func() error {
-		if err := script("stop").Run(); err != nil {
-			return fmt.Errorf("jobserver.sh stop: %w (log in %s)", err, state)
+	fmt.Fprintf(os.Stderr, "flink e2e: %s started the job server on %s in %v\n", script, env[envEndpoint], time.Since(started).Round(time.Millisecond))
+	return env, func() error {
+		if err := run("stop").Run(); err != nil {
+			return fmt.Errorf("%s stop: %w (logs in %s)", script, err, state)
 		}
 		return os.RemoveAll(state)
 	}, nil

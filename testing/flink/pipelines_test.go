@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -37,151 +35,30 @@ func TestWordcountBoundedEmbedded(t *testing.T) {
 	}
 }
 
-// TestWordcountStreamingAcrossASplit reads a stream without a bound, in one-minute windows
-// of arrival time, ending after --max_read_time. The stream's only shard holds the first
-// minute's records and is then split; the second minute's records land in both children.
-// Every word must be counted exactly once and each window's table must fire.
-//
-// On the job servers listed in streamingReadsDropped the test skips, saying why, unless
-// BEAMKINESIS_FLINK_STREAMING=1 runs it anyway.
-func TestWordcountStreamingAcrossASplit(t *testing.T) {
-	needFlink(t)
-	if why, ok := streamingReadsDropped[suite.beamVersion]; ok && os.Getenv("BEAMKINESIS_FLINK_STREAMING") != "1" {
-		t.Skipf("the Flink runner of Beam %s %s; BEAMKINESIS_FLINK_STREAMING=1 runs the test anyway", suite.beamVersion, why)
-	}
-	t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
-	clock := kinesistest.NewManualClock(t0.Add(5 * time.Second))
-	srv := startKinesis(t, kinesistest.WithClock(clock))
-	const stream = "events"
-	if err := srv.CreateStream(stream, 1); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	client := srv.Client()
-	put(t, client, stream, entries("before", "alpha beta", "alpha")...)
-	if _, err := client.SplitShard(ctx, &kinesis.SplitShardInput{
-		StreamName:         aws.String(stream),
-		ShardToSplit:       aws.String("shardId-000000000000"),
-		NewStartingHashKey: aws.String("170141183460469231731687303715884105728"), // 2^127
-	}); err != nil {
-		t.Fatalf("splitting the stream's shard: %v", err)
-	}
-	clock.Advance(time.Minute)
-	var second []string
-	for range 20 {
-		second = append(second, "gamma")
-	}
-	put(t, client, stream, entries("after", append(second, "alpha delta")...)...)
-	// The records after the split must be in both children for the read to cross into each.
+// userRecords returns the data of every user record stream holds, KPL aggregates unpacked,
+// sorted, and how many of the stream's Kinesis records are aggregates.
+func userRecords(t *testing.T, srv *kinesistest.Server, stream string) (data []string, aggregates int) {
+	t.Helper()
 	stored, err := srv.StreamRecords(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	perShard := map[string]int{}
-	for _, r := range stored {
-		perShard[r.ShardID]++
-	}
-	if len(perShard) != 3 || perShard["shardId-000000000000"] != 2 {
-		t.Fatalf("records per shard %v: want 2 in the parent and the rest spread over both children", perShard)
-	}
-
-	out := runPipeline(t, "wordcount",
-		"--stream="+stream, "--kinesis_endpoint="+srv.URL(), "--kinesis_region="+kinesistest.Region,
-		"--aws_credentials_from_env", "--bounded=false", "--starting_position=trim_horizon",
-		"--window=1m", "--max_read_time=1s")
-	title := func(start time.Time) string {
-		return fmt.Sprintf("Window: %s to %s\n", start.Format(time.RFC3339Nano), start.Add(time.Minute).Format(time.RFC3339Nano))
-	}
-	want := []string{
-		title(t0) + `+-----+-----+
-| word|count|
-+-----+-----+
-|alpha|    2|
-| beta|    1|
-+-----+-----+
-`,
-		title(t0.Add(time.Minute)) + `+-----+-----+
-| word|count|
-+-----+-----+
-|gamma|   20|
-|alpha|    1|
-|delta|    1|
-+-----+-----+
-`,
-	}
-	got := tables(out)
-	sort.Strings(got) // the windows' tables may fire in either order
-	if !slices.Equal(got, want) {
-		t.Errorf("wordcount printed\n%s\nwant the tables\n%s", out, strings.Join(want, ""))
-	}
-}
-
-// streamingReadsDropped maps the Beam releases of Flink job servers on which a streaming
-// read with a finite end delivers nothing to what happens there.
-var streamingReadsDropped = map[string]string{
-	// Observed with Go SDK 2.77.0 and Flink 1.16's local cluster: the job runs on the
-	// streaming translator and finishes within seconds, the readers open their shards but
-	// never report a shard read, and no record reaches any later step (none even without a
-	// GroupByKey, in kinesis-to-kinesis --transform=passthrough). Without checkpointing the
-	// runner shuts the Impulse source down at once (its shutdownSourcesAfterIdleMs, which the
-	// Go SDK cannot set: it sends only a few top-level pipeline options), so the job ends
-	// while the readers' self-checkpointed residuals still wait on their resume timers.
-	"2.56.0": "ends a streaming job before its splittable DoFns' resumed work runs (0 records read)",
-}
-
-// TestKinesisToKinesisAggregatedWritesEveryRecordOnce copies a two-shard stream to a
-// three-shard one with KPL aggregation (the pipeline's default) and checks that the output
-// holds every input record exactly once, packed into fewer Kinesis records.
-func TestKinesisToKinesisAggregatedWritesEveryRecordOnce(t *testing.T) {
-	needFlink(t)
-	srv := startKinesis(t)
-	if err := srv.CreateStream("in", 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.CreateStream("out", 3); err != nil {
-		t.Fatal(err)
-	}
-	const n = 300
-	var data []string
-	for i := range n {
-		data = append(data, fmt.Sprintf("record-%03d", i))
-	}
-	put(t, srv.Client(), "in", entries("key", data...)...)
-
-	out := runPipeline(t, "kinesis-to-kinesis",
-		"--input_stream=in", "--output_stream=out", "--transform=passthrough", "--aggregation",
-		"--kinesis_endpoint="+srv.URL(), "--kinesis_region="+kinesistest.Region,
-		"--aws_credentials_from_env", "--bounded")
-	if !strings.Contains(out, "0 messages could not be written to out\n") {
-		t.Errorf("kinesis-to-kinesis printed %q, want it to report 0 failed messages", out)
-	}
-	stored, err := srv.StreamRecords("out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	aggregates := 0
 	for _, r := range stored {
 		users, aggregated, err := kpl.Deaggregate(r.Data)
 		if err != nil {
 			t.Fatalf("record %s of %s: %v", r.SequenceNumber, r.ShardID, err)
 		}
 		if !aggregated {
-			got = append(got, string(r.Data))
+			data = append(data, string(r.Data))
 			continue
 		}
 		aggregates++
 		for _, u := range users {
-			got = append(got, string(u.Data))
+			data = append(data, string(u.Data))
 		}
 	}
-	sort.Strings(got)
-	if !slices.Equal(got, data) {
-		t.Errorf("the output stream holds %d user records, want each of the %d input records once; got %v", len(got), n, got)
-	}
-	if aggregates == 0 || len(stored) >= n {
-		t.Errorf("the output stream holds %d Kinesis records of which %d are KPL aggregates, want aggregation to pack %d records into fewer", len(stored), aggregates, n)
-	}
+	sort.Strings(data)
+	return data, aggregates
 }
 
 // startKinesis starts an in-process Kinesis server on loopback, closed when t ends.
