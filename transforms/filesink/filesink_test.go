@@ -44,11 +44,15 @@ func emitTimed(in timedLine, emit func(beam.EventTime, string)) {
 	emit(beam.EventTime(in.AtMillis), in.Line)
 }
 
+// event is the seed's schema {id string, ts int64, v string nullable}: a nil V is null.
 type event struct {
-	ID string `json:"id"`
-	TS int64  `json:"ts"`
-	V  string `json:"v"`
+	ID string  `json:"id" parquet:"id"`
+	TS int64   `json:"ts" parquet:"ts"`
+	V  *string `json:"v" parquet:"v,optional"`
 }
+
+// str returns a pointer to s, for event.V.
+func str(s string) *string { return &s }
 
 // base is 2026-11-30T14:00:00Z, the start of the first test window.
 var base = time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC).UnixMilli()
@@ -213,8 +217,8 @@ func iterOver(lines ...string) func(*string) bool {
 
 func TestWriteFnRetryLeavesOneCompleteFileAndNoTemporaries(t *testing.T) {
 	dir := t.TempDir()
-	fn := &writeFn{Dir: dir, Prefix: "part", Suffix: ".jsonl", Shards: 2}
-	if err := fn.Setup(); err != nil {
+	fn := &writeFn{files{Dir: dir, Prefix: "part", Suffix: ".jsonl", Shards: 2}}
+	if err := fn.Setup(context.Background()); err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
 	name := "part-20261130T140000.000Z-20261130T140100.000Z-00001-of-00002.jsonl"
@@ -253,7 +257,7 @@ func TestWriteFnRetryLeavesOneCompleteFileAndNoTemporaries(t *testing.T) {
 
 func TestWriteFnRejectsLineBreaksAndLeavesNothingBehind(t *testing.T) {
 	dir := t.TempDir()
-	fn := &writeFn{Dir: dir, Prefix: "part", Suffix: ".jsonl", Shards: 1}
+	fn := &writeFn{files{Dir: dir, Prefix: "part", Suffix: ".jsonl", Shards: 1}}
 	_, err := fn.ProcessElement(context.Background(), beam.PaneInfo{}, interval(base), 0, iterOver("ok", "two\nlines"))
 	want := `filesink: line "two\nlines" has a line break at byte 3; encode values so each is one line`
 	if err == nil || err.Error() != want {
@@ -289,7 +293,8 @@ func TestWritePanicsAtConstructionOnBadConfig(t *testing.T) {
 
 func TestEncodeJSONWritesOneLinePerValue(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
-	in := beam.Create(s, event{ID: "a", TS: 1, V: "x"}, event{ID: "b\nc", TS: 2})
-	passert.Equals(s, EncodeJSON(s, in), `{"id":"a","ts":1,"v":"x"}`, `{"id":"b\nc","ts":2,"v":""}`)
+	// An absent value is null, an empty one stays empty.
+	in := beam.Create(s, event{ID: "a", TS: 1, V: str("x")}, event{ID: "b\nc", TS: 2}, event{ID: "d", TS: 3, V: str("")})
+	passert.Equals(s, EncodeJSON(s, in), `{"id":"a","ts":1,"v":"x"}`, `{"id":"b\nc","ts":2,"v":null}`, `{"id":"d","ts":3,"v":""}`)
 	ptest.RunAndValidate(t, p)
 }
