@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 	"github.com/beamkinesis/beamkinesis/transforms/decode"
 )
@@ -46,25 +48,57 @@ var deadLetterErrors = map[string][2]string{
 	"\xff\xfe not text":           {decode.StageUTF8, "invalid UTF-8 at byte 0 of 11"},
 }
 
+// windowName is the name of the file of the one-minute window starting at start.
+func windowName(start time.Time, suffix string) string {
+	const layout = "20060102T150405.000Z"
+	return "part-" + start.UTC().Format(layout) + "-" + start.Add(time.Minute).UTC().Format(layout) + "-00000-of-00001" + suffix
+}
+
+// twoMinuteSeed puts the embedded records into two minutes of clock's time: the first
+// four, then the others.
+func twoMinuteSeed(clock *kinesistest.ManualClock) func(ctx context.Context, srv *kinesistest.Server) error {
+	return func(ctx context.Context, srv *kinesistest.Server) error {
+		if err := embedded.PutStrings(ctx, srv.Client(), embeddedStream, "1", embeddedRecords[:4]...); err != nil {
+			return err
+		}
+		clock.Advance(time.Minute)
+		return embedded.PutStrings(ctx, srv.Client(), embeddedStream, "1", embeddedRecords[4:]...)
+	}
+}
+
+// wantEventLines are the JSON lines of the good embedded events by window (0 or 1), as
+// twoMinuteSeed puts them.
+var wantEventLines = [2][]string{
+	{`{"id":"a","ts":1,"v":"x"}`, `{"id":"c","ts":3,"v":"z"}`},
+	{`{"id":"f","ts":6,"v":null}`, `{"id":"g","ts":7,"v":""}`, `{"id":"h","ts":8,"v":null}`},
+}
+
+// wantEventRows are the good embedded events by window as DuckDB shows them (see
+// parquetRows): absent and null v are NULL, the empty v is "".
+var wantEventRows = [2][]string{
+	{`a 1 "x"`, `c 3 "z"`},
+	{`f 6 <nil>`, `g 7 ""`, `h 8 <nil>`},
+}
+
 // TestStagesEventsAndDeadLettersPerWindow puts the embedded records into two minutes of the
-// server's clock (the first four, then the other three) and runs the default command line,
-// bounded and streaming: both must stage exactly one events file and one dead-letter file
-// per minute, with exactly the expected lines, and nothing else.
+// server's clock and runs the command line in both formats, bounded and streaming: each
+// must stage exactly one events file and one dead-letter file per minute, with exactly the
+// expected events (read back by DuckDB for Parquet) and lines, and nothing else.
 func TestStagesEventsAndDeadLettersPerWindow(t *testing.T) {
-	for _, args := range [][]string{nil, {"--bounded=false", "--max_read_time=1s"}} {
+	for _, args := range [][]string{
+		{"--format=jsonl"},
+		{"--format=jsonl", "--bounded=false", "--max_read_time=1s"},
+		nil, // parquet
+		{"--bounded=false", "--max_read_time=1s"},
+	} {
 		t.Run(strings.Join(append([]string{"args"}, args...), " "), func(t *testing.T) {
+			parquet := !slices.Contains(args, "--format=jsonl")
+			if parquet {
+				components.PythonT(t)
+			}
 			t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
 			clock := kinesistest.NewManualClock(t0.Add(5 * time.Second))
-			env := environment{
-				serverOptions: []kinesistest.Option{kinesistest.WithClock(clock)},
-				seed: func(ctx context.Context, srv *kinesistest.Server) error {
-					if err := embedded.PutStrings(ctx, srv.Client(), embeddedStream, "1", embeddedRecords[:4]...); err != nil {
-						return err
-					}
-					clock.Advance(time.Minute)
-					return embedded.PutStrings(ctx, srv.Client(), embeddedStream, "1", embeddedRecords[4:]...)
-				},
-			}
+			env := environment{serverOptions: []kinesistest.Option{kinesistest.WithClock(clock)}, seed: twoMinuteSeed(clock)}
 			dir := t.TempDir()
 			j, err := prepare(context.Background(), parse(t, append([]string{"--staging_dir=" + dir}, args...)...), env)
 			if err != nil {
@@ -75,22 +109,66 @@ func TestStagesEventsAndDeadLettersPerWindow(t *testing.T) {
 			j.build(s)
 			ptest.RunAndValidate(t, p)
 
-			name := func(start time.Time) string {
-				const layout = "20060102T150405.000Z"
-				return "part-" + start.UTC().Format(layout) + "-" + start.Add(time.Minute).UTC().Format(layout) + "-00000-of-00001.jsonl"
-			}
-			want := map[string]string{
-				"events/" + name(t0):                  `{"id":"a","ts":1,"v":"x"}` + "\n" + `{"id":"c","ts":3,"v":"z"}` + "\n",
-				"events/" + name(t0.Add(time.Minute)): `{"id":"f","ts":6,"v":""}` + "\n",
-			}
-			for path, lines := range expectedDeadLetters(t, j.srv) {
-				want["dead-letters/"+name(path)] = lines
-			}
 			got := readTree(t, dir)
+			want := map[string]string{}
+			for path, lines := range expectedDeadLetters(t, j.srv) {
+				want["dead-letters/"+windowName(path, ".jsonl")] = lines
+			}
+			if parquet {
+				assertParquetEvents(t, filepath.Join(dir, "events"), map[string][]string{
+					windowName(t0, ".parquet"):                  wantEventRows[0],
+					windowName(t0.Add(time.Minute), ".parquet"): wantEventRows[1],
+				})
+				for name := range got {
+					if strings.HasPrefix(name, "events/") {
+						want[name] = got[name] // checked by DuckDB
+					}
+				}
+			} else {
+				want["events/"+windowName(t0, ".jsonl")] = strings.Join(wantEventLines[0], "\n") + "\n"
+				want["events/"+windowName(t0.Add(time.Minute), ".jsonl")] = strings.Join(wantEventLines[1], "\n") + "\n"
+			}
 			if !maps.Equal(got, want) {
 				t.Errorf("staging directory holds\n%s\nwant\n%s", dump(got), dump(want))
 			}
 		})
+	}
+}
+
+// parquetRows reads the Parquet files matching glob with DuckDB, checks the column types
+// are the seed's (id VARCHAR, ts BIGINT, v VARCHAR) and returns each file's rows as
+// `id ts "v"` (<nil> for NULL), sorted.
+func parquetRows(t *testing.T, glob string) map[string][]string {
+	t.Helper()
+	tab := components.DuckDBT(t, "SELECT parse_filename(filename) AS file, id, ts, v FROM read_parquet('"+glob+"', filename=true)")
+	if want := []string{"file", "id", "ts", "v"}; !slices.Equal(tab.Columns, want) {
+		t.Fatalf("DuckDB columns = %v, want %v", tab.Columns, want)
+	}
+	if want := []string{"VARCHAR", "BIGINT", "VARCHAR"}; !slices.Equal(tab.Types[1:], want) {
+		t.Errorf("DuckDB column types of id, ts, v = %v, want %v", tab.Types[1:], want)
+	}
+	rows := map[string][]string{}
+	for _, r := range tab.Rows {
+		v := "<nil>"
+		if r[3] != nil {
+			v = fmt.Sprintf("%q", r[3])
+		}
+		file := r[0].(string)
+		rows[file] = append(rows[file], fmt.Sprintf("%s %s %s", r[1], r[2], v))
+	}
+	for _, rs := range rows {
+		slices.Sort(rs)
+	}
+	return rows
+}
+
+// assertParquetEvents asserts that DuckDB reads exactly want (file name to rows) from the
+// Parquet files in dir.
+func assertParquetEvents(t *testing.T, dir string, want map[string][]string) {
+	t.Helper()
+	got := parquetRows(t, dir+"/*.parquet")
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("DuckDB reads %v, want %v", got, want)
 	}
 }
 
@@ -166,7 +244,13 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"--stream=a", "--shards=0"},
 		{"--stream=a", "--window=-1s"},
 		{"--stream=a", "--starting_position=soon"},
+		{"--stream=a", "--format=csv"},
+		{"--stream=a", "--staging_dir=gs://bucket/x"},
+		{"--stream=a", "--staging_dir=s3:///x"},
+		{"--stream=a", "--s3_endpoint=http://127.0.0.1:1"},
+		{"--stream=a", "--staging_dir=s3://b/x", "--aws_credentials_from_env"},
 	} {
+		t.Setenv("AWS_ACCESS_KEY_ID", "")
 		if j, err := prepare(context.Background(), parse(t, args...), environment{}); err == nil {
 			j.stop()
 			t.Errorf("%q was accepted", args)
@@ -179,7 +263,8 @@ func TestBadFlagsAreRefused(t *testing.T) {
 func TestVetRunnerAcceptsBothModes(t *testing.T) {
 	for _, args := range [][]string{
 		{"--stream=a", "--kinesis_region=eu-west-1", "--staging_dir=/staging"},
-		{"--stream=a", "--kinesis_region=eu-west-1", "--staging_dir=/staging", "--bounded", "--strict", "--shards=4"},
+		{"--stream=a", "--kinesis_region=eu-west-1", "--staging_dir=/staging", "--bounded", "--strict", "--shards=4", "--format=jsonl"},
+		{"--stream=a", "--kinesis_region=eu-west-1", "--staging_dir=s3://lake/staging", "--s3_endpoint=http://127.0.0.1:1"},
 	} {
 		j, err := prepare(context.Background(), parse(t, args...), environment{})
 		if err != nil {
