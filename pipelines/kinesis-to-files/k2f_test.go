@@ -15,7 +15,14 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
@@ -278,4 +285,135 @@ func TestVetRunnerAcceptsBothModes(t *testing.T) {
 			t.Errorf("%q: vet runner: %v", args, err)
 		}
 	}
+}
+
+// TestStagesToS3ReadBackByDuckDB runs the embedded demo with its default format, Parquet,
+// to an s3:// staging dir on moto's S3 server: the bucket must hold exactly the two event
+// files and two dead-letter files, and DuckDB must read every good event exactly once from
+// the objects (downloaded with boto3).
+func TestStagesToS3ReadBackByDuckDB(t *testing.T) {
+	moto := components.StartMotoT(t)
+	createBucket(t, moto.Endpoint, "lake")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
+	clock := kinesistest.NewManualClock(t0.Add(5 * time.Second))
+	env := environment{serverOptions: []kinesistest.Option{kinesistest.WithClock(clock)}, seed: twoMinuteSeed(clock)}
+	cfg := parse(t, "--staging_dir=s3://lake/kinesis_staging/iot-events/", "--s3_endpoint="+moto.Endpoint, "--aws_credentials_from_env")
+	j, err := prepare(context.Background(), cfg, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.stop()
+	p, s := beam.NewPipelineWithRoot()
+	events, dead := j.build(s)
+	prefix := "s3://lake/kinesis_staging/iot-events/"
+	passert.Equals(s, beam.WindowInto(s, window.NewGlobalWindows(), events),
+		prefix+"events/"+windowName(t0, ".parquet"), prefix+"events/"+windowName(t0.Add(time.Minute), ".parquet"))
+	passert.Count(s, beam.WindowInto(s, window.NewGlobalWindows(), dead), "dead-letter files", 2)
+	ptest.RunAndValidate(t, p)
+
+	local := t.TempDir()
+	keys := components.DownloadS3T(t, moto.Endpoint, "lake", "", local)
+	staged := filepath.Join(local, "kinesis_staging", "iot-events")
+	want := map[string]string{}
+	for w, lines := range expectedDeadLetters(t, j.srv) {
+		want["dead-letters/"+windowName(w, ".jsonl")] = lines
+	}
+	wantKeys := []string{
+		"kinesis_staging/iot-events/events/" + windowName(t0, ".parquet"),
+		"kinesis_staging/iot-events/events/" + windowName(t0.Add(time.Minute), ".parquet"),
+	}
+	for name := range want {
+		wantKeys = append(wantKeys, "kinesis_staging/iot-events/"+name)
+	}
+	slices.Sort(wantKeys)
+	if !slices.Equal(keys, wantKeys) {
+		t.Fatalf("bucket holds %q, want %q", keys, wantKeys)
+	}
+	assertParquetEvents(t, filepath.Join(staged, "events"), map[string][]string{
+		windowName(t0, ".parquet"):                  wantEventRows[0],
+		windowName(t0.Add(time.Minute), ".parquet"): wantEventRows[1],
+	})
+	got := readTree(t, filepath.Join(staged, "dead-letters"))
+	for name, lines := range want {
+		if g := got[strings.TrimPrefix(name, "dead-letters/")]; g != lines {
+			t.Errorf("%s holds\n%s\nwant\n%s", name, g, lines)
+		}
+	}
+}
+
+// createBucket creates bucket on the S3 server at endpoint.
+func createBucket(t *testing.T, endpoint, bucket string) {
+	t.Helper()
+	client := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("creating bucket %s: %v", bucket, err)
+	}
+}
+
+// TestStreamingAcrossAShardSplitStagesEveryEventOnce puts events with many partition keys,
+// doubles the shards (each parent splits into two children), puts more a minute later and
+// stages the stream as Parquet with a streaming read: DuckDB must read every event exactly
+// once, in the window of its arrival minute, and both parents and children must have held
+// events.
+func TestStreamingAcrossAShardSplitStagesEveryEventOnce(t *testing.T) {
+	components.PythonT(t)
+	t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
+	clock := kinesistest.NewManualClock(t0.Add(5 * time.Second))
+	const perMinute = 40
+	put := func(ctx context.Context, srv *kinesistest.Server, minute int) error {
+		var entries []embedded.Entry
+		for i := range perMinute {
+			id := fmt.Sprintf("m%d-%02d", minute, i)
+			entries = append(entries, embedded.Entry{PartitionKey: id, Data: fmt.Appendf(nil, `{"id":%q,"ts":%d,"v":"%d"}`, id, i, minute)})
+		}
+		return embedded.Put(ctx, srv.Client(), embeddedStream, entries)
+	}
+	env := environment{
+		serverOptions: []kinesistest.Option{kinesistest.WithClock(clock)},
+		seed: func(ctx context.Context, srv *kinesistest.Server) error {
+			if err := put(ctx, srv, 0); err != nil {
+				return err
+			}
+			if _, err := srv.Client().UpdateShardCount(ctx, &kinesis.UpdateShardCountInput{StreamName: aws.String(embeddedStream),
+				TargetShardCount: aws.Int32(4), ScalingType: kinesistypes.ScalingTypeUniformScaling}); err != nil {
+				return fmt.Errorf("splitting the shards: %w", err)
+			}
+			clock.Advance(time.Minute)
+			return put(ctx, srv, 1)
+		},
+	}
+	dir := t.TempDir()
+	j, err := prepare(context.Background(), parse(t, "--staging_dir="+dir, "--bounded=false", "--max_read_time=1s"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.stop()
+	p, s := beam.NewPipelineWithRoot()
+	j.build(s)
+	ptest.RunAndValidate(t, p)
+
+	stored, err := j.srv.StreamRecords(embeddedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := map[string]bool{}
+	for _, r := range stored {
+		shards[r.ShardID] = true
+	}
+	if len(shards) < 4 || !shards["shardId-000000000000"] || !shards["shardId-000000000001"] {
+		t.Fatalf("events landed in shards %v; the test needs both parents and children to hold some", slices.Sorted(maps.Keys(shards)))
+	}
+	want := map[string][]string{}
+	for minute := range 2 {
+		name := windowName(t0.Add(time.Duration(minute)*time.Minute), ".parquet")
+		for i := range perMinute {
+			want[name] = append(want[name], fmt.Sprintf("m%d-%02d %d %q", minute, i, i, fmt.Sprint(minute)))
+		}
+		slices.Sort(want[name])
+	}
+	assertParquetEvents(t, filepath.Join(dir, "events"), want)
 }
