@@ -22,6 +22,9 @@ func init() {
 
 var rowsWritten = beam.NewCounter("beamkinesis.filesink", "rows")
 
+// parquetBatchRows is how many rows encode hands the Parquet writer at once.
+const parquetBatchRows = 1024
+
 // DefaultRowGroupRows is the default ParquetConfig.RowGroupRows.
 const DefaultRowGroupRows = 1 << 20
 
@@ -192,15 +195,31 @@ func (fn *parquetFn) encode(lines []string) ([]byte, error) {
 		// rewritten by a worker built from another version.
 		parquet.CreatedBy("beamkinesis filesink", "1", "parquet-go"),
 	)
-	v := reflect.New(fn.Type.T)
+	// Rows go to the writer in batches: one WriteRows call per row costs more than the
+	// encoding itself. A row's values point into the decoded value's strings, so each row
+	// decodes into a value of its own.
+	batch := make([]parquet.Row, 0, parquetBatchRows)
+	flush := func() error {
+		if _, err := w.WriteRows(batch); err != nil {
+			return fmt.Errorf("filesink: writing %v rows: %w", fn.Type.T, err)
+		}
+		batch = batch[:0]
+		return nil
+	}
 	for _, l := range lines {
-		v.Elem().SetZero()
+		v := reflect.New(fn.Type.T)
 		if err := json.Unmarshal([]byte(l), v.Interface()); err != nil {
 			return nil, fmt.Errorf("filesink: decoding a %v from its JSON line %.60q: %w", fn.Type.T, l, err)
 		}
-		if err := w.Write(v.Interface()); err != nil {
-			return nil, fmt.Errorf("filesink: writing a %v row: %w", fn.Type.T, err)
+		batch = append(batch, fn.schema.Deconstruct(nil, v.Interface()))
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return nil, err
+			}
 		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("filesink: finishing the Parquet file: %w", err)
