@@ -287,11 +287,11 @@ func TestVetRunnerAcceptsBothModes(t *testing.T) {
 	}
 }
 
-// TestStagesToS3ReadBackByDuckDB runs the embedded demo with its default format, Parquet,
+// TestStagesToS3ReadBackByDuckDBAndPyArrow runs the embedded demo with its default format, Parquet,
 // to an s3:// staging dir on moto's S3 server: the bucket must hold exactly the two event
 // files and two dead-letter files, and DuckDB must read every good event exactly once from
-// the objects (downloaded with boto3).
-func TestStagesToS3ReadBackByDuckDB(t *testing.T) {
+// the objects (downloaded with boto3), and pyarrow straight from S3.
+func TestStagesToS3ReadBackByDuckDBAndPyArrow(t *testing.T) {
 	moto := components.StartMotoT(t)
 	createBucket(t, moto.Endpoint, "lake")
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
@@ -336,6 +336,23 @@ func TestStagesToS3ReadBackByDuckDB(t *testing.T) {
 		windowName(t0, ".parquet"):                  wantEventRows[0],
 		windowName(t0.Add(time.Minute), ".parquet"): wantEventRows[1],
 	})
+	// pyarrow reads the same events straight from S3 with its own client.
+	tab := components.PyArrowS3T(t, moto.Endpoint, "lake/kinesis_staging/iot-events/events")
+	if want := []string{"string not null", "int64 not null", "string"}; !slices.Equal(tab.Types, want) {
+		t.Errorf("pyarrow types of %v = %v, want %v", tab.Columns, tab.Types, want)
+	}
+	var arrowRows []string
+	for _, r := range tab.Rows {
+		v := "<nil>"
+		if r[2] != nil {
+			v = fmt.Sprintf("%q", r[2])
+		}
+		arrowRows = append(arrowRows, fmt.Sprintf("%s %s %s", r[0], r[1], v))
+	}
+	slices.Sort(arrowRows)
+	if want := slices.Sorted(slices.Values(append(slices.Clone(wantEventRows[0]), wantEventRows[1]...))); !slices.Equal(arrowRows, want) {
+		t.Errorf("pyarrow reads %q from S3, want %q", arrowRows, want)
+	}
 	got := readTree(t, filepath.Join(staged, "dead-letters"))
 	for name, lines := range want {
 		if g := got[strings.TrimPrefix(name, "dead-letters/")]; g != lines {

@@ -81,3 +81,25 @@ func runPythonJSON(t testing.TB, script string, out any, args ...string) {
 		t.Fatalf("decoding the output of python %v: %v\n%s", args, err, stdout.String())
 	}
 }
+
+// pyarrowS3Script reads the Parquet dataset under argv[2] (bucket/prefix) straight from
+// the S3 server at argv[1] with pyarrow's own S3 filesystem and prints it as one JSON
+// object; a column's type is its Arrow type, with " not null" for a required column.
+const pyarrowS3Script = `
+import json, sys
+import pyarrow.fs as fs, pyarrow.parquet as pq
+s3 = fs.S3FileSystem(endpoint_override=sys.argv[1], access_key="test", secret_key="test", region="us-east-1")
+t = pq.read_table(sys.argv[2], filesystem=s3)
+types = [str(f.type) + ("" if f.nullable else " not null") for f in t.schema]
+json.dump({"Columns": t.column_names, "Types": types, "Rows": [list(r.values()) for r in t.to_pylist()]}, sys.stdout)
+`
+
+// PyArrowS3T reads the Parquet files under bucketPrefix ("bucket/prefix", a directory of
+// files) from the S3 server at endpoint with pyarrow (PyPI pyarrow) and its own S3 client,
+// an independent reader of both the objects and their Parquet content.
+func PyArrowS3T(t testing.TB, endpoint, bucketPrefix string) Table {
+	t.Helper()
+	var out Table
+	runPythonJSON(t, pyarrowS3Script, &out, endpoint, bucketPrefix)
+	return out
+}
