@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/memfs"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
@@ -297,4 +300,42 @@ func TestEncodeJSONWritesOneLinePerValue(t *testing.T) {
 	in := beam.Create(s, event{ID: "a", TS: 1, V: str("x")}, event{ID: "b\nc", TS: 2}, event{ID: "d", TS: 3, V: str("")})
 	passert.Equals(s, EncodeJSON(s, in), `{"id":"a","ts":1,"v":"x"}`, `{"id":"b\nc","ts":2,"v":null}`, `{"id":"d","ts":3,"v":""}`)
 	ptest.RunAndValidate(t, p)
+}
+
+func TestWriteToARegisteredBeamFilesystem(t *testing.T) {
+	// memfs stands for any Beam filesystem the program imports (gs://, ...): Write looks the
+	// scheme up on the worker and writes each complete file through its writer.
+	dir := "memfs://staging-" + strings.ReplaceAll(t.Name(), "/", "-")
+	p, s := beam.NewPipelineWithRoot()
+	lines := beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, emitTimed, beam.Create(s,
+		timedLine{base + 2_000, "b"}, timedLine{base + 1_000, "a"})))
+	name := "part-20261130T140000.000Z-20261130T140100.000Z-00000-of-00001.jsonl"
+	passert.Equals(s, global(s, Write(s, lines, Config{Dir: dir})), dir+"/"+name)
+	ptest.RunAndValidate(t, p)
+
+	ctx := context.Background()
+	fs, err := filesystem.New(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	files, err := fs.List(ctx, dir+"/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{dir + "/" + name}; !slices.Equal(files, want) {
+		t.Fatalf("filesystem holds %q, want %q", files, want)
+	}
+	r, err := fs.OpenRead(ctx, files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); got != "a\nb\n" {
+		t.Errorf("%s holds %q, want %q", name, got, "a\nb\n")
+	}
 }
