@@ -21,7 +21,9 @@ import (
 // discoverySpec is the configuration of shard discovery. Its fields are exported because
 // Beam serialises DoFns as JSON.
 type discoverySpec struct {
-	Stream      string
+	Stream string
+	// ReadID names the transform in the worker's pacing keys (pacing.go).
+	ReadID      string
 	Client      clientConfig
 	Retry       retryConfig
 	Start       startSpec
@@ -32,6 +34,7 @@ type discoverySpec struct {
 func newDiscoverySpec(stream string, cfg config) discoverySpec {
 	return discoverySpec{
 		Stream:      stream,
+		ReadID:      cfg.read.readID,
 		Client:      cfg.client,
 		Retry:       cfg.retry,
 		Start:       cfg.read.start.spec(),
@@ -253,9 +256,22 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	}
 	rest := rt.GetRestriction().(discoveryRestriction)
 	if rest.Done {
+		calls.forget(fn.pacingKey())
 		return sdf.StopProcessing(), nil
 	}
+	// Poll no more often than Interval, whatever the runner does with the resume delay: the
+	// restriction knows the last completed poll (also after a restore elsewhere), the
+	// worker's clock knows failed polls too.
+	now := time.Now()
+	wait := calls.wait(fn.pacingKey(), now)
+	if rest.LastPollMs > 0 {
+		wait = max(wait, time.UnixMilli(rest.LastPollMs).Add(fn.Spec.Interval).Sub(now))
+	}
+	if cont, held, err := holdOff(ctx, wait); held || err != nil {
+		return cont, err
+	}
 	pollStart := time.Now().UnixMilli()
+	calls.notBefore(fn.pacingKey(), time.UnixMilli(pollStart).Add(fn.Spec.Interval))
 	readStart, endTime := rest.ReadStartMs, rest.EndTimeMs
 	if readStart == 0 {
 		readStart, endTime = pollStart, fn.Spec.endTimeMs(pollStart, false)
@@ -297,11 +313,15 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	}
 	we.advanceMs(pollStart)
 	if rt.IsDone() {
+		calls.forget(fn.pacingKey())
 		log.Infof(ctx, "kinesisio: shard discovery of stream %s has reached the end of the read", fn.Spec.Stream)
 		return sdf.StopProcessing(), nil
 	}
 	return sdf.ResumeProcessingIn(fn.Spec.Interval), nil
 }
+
+// pacingKey is discovery's key in the worker's pacer.
+func (fn *discoverFn) pacingKey() string { return "discovery/" + fn.Spec.ReadID }
 
 // discoverBoundedFn is the one-shot shard discovery of ReadBounded: it lists every shard
 // within retention (closed parents and their children alike) once and emits them all, with

@@ -31,7 +31,9 @@ type Message struct {
 	ExplicitHashKey string
 	// Data is the payload. Partition key plus data must fit in the stream's record size
 	// limit: 1 MiB unless raised with UpdateMaxRecordSize (up to 10 MiB), as Write reads it
-	// from DescribeStreamSummary's MaxRecordSizeInKiB.
+	// from DescribeStreamSummary's MaxRecordSizeInKiB. Empty data is allowed. A Message that
+	// crosses a Java runner (Flink, Dataflow) through a GroupByKey or Reshuffle before Write
+	// must hold an empty slice rather than nil (see Record); the helpers below never make nil.
 	Data []byte
 }
 
@@ -97,7 +99,7 @@ type bytesToMessageFn struct {
 func (f *bytesToMessageFn) Setup() { f.fn = reflectx.ToFunc1x1(f.KeyFn.Fn) }
 
 func (f *bytesToMessageFn) ProcessElement(data []byte, emit func(Message)) {
-	emit(Message{PartitionKey: f.fn.Call1x1(data).(string), Data: data})
+	emit(Message{PartitionKey: f.fn.Call1x1(data).(string), Data: orEmpty(data)})
 }
 
 type stringToMessageFn struct {
@@ -108,17 +110,17 @@ type stringToMessageFn struct {
 func (f *stringToMessageFn) Setup() { f.fn = reflectx.ToFunc1x1(f.KeyFn.Fn) }
 
 func (f *stringToMessageFn) ProcessElement(data string, emit func(Message)) {
-	emit(Message{PartitionKey: f.fn.Call1x1(data).(string), Data: []byte(data)})
+	emit(Message{PartitionKey: f.fn.Call1x1(data).(string), Data: orEmpty([]byte(data))})
 }
 
 type bytesRandomKeyFn struct{}
 
 func (bytesRandomKeyFn) ProcessElement(data []byte, emit func(Message)) {
-	emit(Message{PartitionKey: randomKey(), Data: data})
+	emit(Message{PartitionKey: randomKey(), Data: orEmpty(data)})
 }
 
 type stringRandomKeyFn struct{}
 
 func (stringRandomKeyFn) ProcessElement(data string, emit func(Message)) {
-	emit(Message{PartitionKey: randomKey(), Data: []byte(data)})
+	emit(Message{PartitionKey: randomKey(), Data: orEmpty([]byte(data))})
 }

@@ -125,6 +125,9 @@ func buildConfig(transform string, dir direction, opts []Option) config {
 	if err := cfg.validate(dir); err != nil {
 		panic(fmt.Sprintf("%s: %v", transform, err))
 	}
+	if dir&dirRead != 0 {
+		cfg.read.readID = newReadID()
+	}
 	return cfg
 }
 

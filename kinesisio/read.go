@@ -17,9 +17,6 @@ func init() {
 	register.Emitter2[beam.EventTime, shardDescriptor]()
 	register.Emitter1[shardDescriptor]()
 	register.Emitter2[beam.EventTime, Record]()
-	beam.RegisterType(reflect.TypeOf((*shardDescriptor)(nil)).Elem())
-	beam.RegisterType(reflect.TypeOf((*shardRestriction)(nil)).Elem())
-	beam.RegisterType(reflect.TypeOf((*discoveryRestriction)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*readSpec)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*discoverySpec)(nil)).Elem())
 }

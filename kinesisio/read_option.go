@@ -60,6 +60,8 @@ type readConfig struct {
 	consumerName          string
 	consumerARN           string
 	noSubscriptionReuse   bool
+	// readID names the transform for pacing (pacing.go); buildConfig sets it.
+	readID string
 }
 
 // The defaults follow the Spark connectors' seeds where they have one.

@@ -74,7 +74,7 @@ func TestReadOptionsSetTheSpec(t *testing.T) {
 	})
 	got := newReadSpec("orders", cfg)
 	want := readSpec{
-		Stream: "orders", Client: clientConfig{Region: "eu-west-1"}, Retry: defaultConfig().retry,
+		Stream: "orders", ReadID: cfg.read.readID, Client: clientConfig{Region: "eu-west-1"}, Retry: defaultConfig().retry,
 		FailOnDataLoss: false, MaxFetchTime: 3 * time.Second, MaxRecordsPerFetch: 7, MaxRecordsPerRead: 500,
 		IdleTimeBetweenReads: time.Millisecond, PollInterval: 2 * time.Second, WatermarkPolicy: watermarkCustom,
 		EventTimeFn:   eventTimeSpec{Type: "*github.com/beamkinesis/beamkinesis/kinesisio.testTimeFn", JSON: `{"Offset":5}`},

@@ -34,7 +34,9 @@ const (
 // exported because Beam serialises DoFns as JSON. Client holds credentials when static keys
 // are configured; its String method redacts them and it is never logged whole.
 type readSpec struct {
-	Stream               string
+	Stream string
+	// ReadID names the transform in the worker's pacing keys (pacing.go).
+	ReadID               string
 	Client               clientConfig
 	Retry                retryConfig
 	FailOnDataLoss       bool
@@ -59,6 +61,7 @@ type readSpec struct {
 func newReadSpec(stream string, cfg config) readSpec {
 	s := readSpec{
 		Stream:               stream,
+		ReadID:               cfg.read.readID,
 		Client:               cfg.client,
 		Retry:                cfg.retry,
 		FailOnDataLoss:       cfg.read.failOnDataLoss,
@@ -114,6 +117,11 @@ func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
 	}, nil
 }
 
+// pacingKey is the shard's key in the worker's pacer: the read and the shard.
+func (r *shardReader) pacingKey(d shardDescriptor) string {
+	return r.spec.ReadID + "/" + d.Stream + "/" + d.ShardID
+}
+
 // readState is what one call of process knows beyond the restriction.
 type readState struct {
 	d         shardDescriptor
@@ -150,8 +158,19 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 	}
 	bounded := we == nil
 	rest := rt.GetRestriction().(shardRestriction)
+	key := r.pacingKey(d)
 	if rest.Empty {
+		calls.forget(key)
 		return sdf.StopProcessing(), nil
+	}
+	// A call that comes before the shard's next read is due (the runner did not wait as
+	// asked) waits, or is resumed later, before it opens an iterator.
+	if wait := calls.wait(key, time.Now()); bounded {
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+		}
+	} else if cont, held, err := holdOff(ctx, wait); held || err != nil {
+		return cont, err
 	}
 	rs := r.newReadState(d, rest, bounded)
 	st := &rs
@@ -205,6 +224,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 					}
 					continue
 				}
+				calls.notBefore(key, time.Now().Add(r.retry.Max))
 				return sdf.ResumeProcessingIn(r.retry.Max), nil
 			}
 			return r.readError(ctx, rt, st, "", fmt.Errorf("kinesisio: reading %v: %w", d, err))
@@ -234,6 +254,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 
 		if out.NextShardIterator == nil {
 			rt.TryClaim(shardEndClaim{})
+			calls.forget(key)
 			log.Infof(ctx, "kinesisio: %v is closed and fully read", d)
 			return sdf.StopProcessing(), rt.GetError()
 		}
@@ -243,6 +264,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 				if err := rt.GetError(); err != nil {
 					return nil, err
 				}
+				calls.forget(key)
 				log.Infof(ctx, "kinesisio: %v has been read to the end of the read", d)
 				return sdf.StopProcessing(), nil
 			}
@@ -252,6 +274,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 				}
 				continue
 			}
+			calls.notBefore(key, sent.Add(r.spec.PollInterval))
 			return sdf.ResumeProcessingIn(r.spec.PollInterval), nil
 		}
 		if !bounded && (st.spent() || time.Since(callStart) >= r.spec.MaxFetchTime) {
@@ -301,7 +324,7 @@ func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.Lo
 				SequenceNumber:              seq,
 				SubSequenceNumber:           int64(sub),
 				ApproximateArrivalTimestamp: arrival,
-				Data:                        u.Data,
+				Data:                        orEmpty(u.Data),
 				Aggregated:                  aggregated,
 			}
 			emit(mtime.FromTime(r.policy.eventTime(&rec, now)), rec)

@@ -34,8 +34,20 @@ type Record struct {
 	// ApproximateArrivalTimestamp is when Kinesis accepted the record (millisecond precision).
 	// It is the record's event time unless the read is told otherwise.
 	ApproximateArrivalTimestamp time.Time
-	// Data is the user record's payload.
+	// Data is the user record's payload; empty, never nil, when the record has none.
 	Data []byte
 	// Aggregated says whether the record came out of a KPL aggregate.
 	Aggregated bool
+}
+
+// orEmpty returns b, or an empty slice when b is nil. Values of Record, Message and
+// FailedMessage cross runners under Beam's schema (row) coder, which writes a nil []byte as a
+// null field; Beam Java's RowCoder re-encodes that null without its null bit, so a Java runner
+// (Flink, Dataflow) that transcodes the value between stages hands the next stage misaligned
+// bytes. An empty slice encodes as a zero-length value, which every SDK reads back the same.
+func orEmpty(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }

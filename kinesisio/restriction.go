@@ -12,8 +12,7 @@ import (
 // shardRestriction is the part of one shard a shard reader still has to read: a range of
 // record positions with a symbolic start and an open, positional or time end. It is also the
 // checkpoint: after TrySplit(0) the residual starts right after the last claimed record, and
-// a resumed reader opens its iterator from it. Fields are exported so Beam's schema coder
-// encodes them.
+// a resumed reader opens its iterator from it. Its coder is in coder.go.
 type shardRestriction struct {
 	// StartKind, StartSeq, StartSub and StartTimeMs say where the range starts (a start kind
 	// from position.go).

@@ -13,8 +13,7 @@ import (
 var shardIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 
 // shardDescriptor is the element the shard reader processes: one shard of a stream, where to
-// start it, and when the read ends. Discovery emits each shard once. Fields are exported so
-// Beam's schema coder encodes them.
+// start it, and when the read ends. Discovery emits each shard once. Its coder is in coder.go.
 type shardDescriptor struct {
 	Stream                string
 	ShardID               string

@@ -235,7 +235,7 @@ func (fn *writeFn) emitFailures(ctx context.Context, emit func(beam.EventTime, F
 	}
 	for _, f := range failures {
 		emit(f.Meta.(beam.EventTime), FailedMessage{
-			Message:   Message{PartitionKey: f.Record.PartitionKey, ExplicitHashKey: f.Record.ExplicitHashKey, Data: f.Record.Data},
+			Message:   Message{PartitionKey: f.Record.PartitionKey, ExplicitHashKey: f.Record.ExplicitHashKey, Data: orEmpty(f.Record.Data)},
 			Reason:    f.Reason,
 			ErrorCode: f.ErrorCode,
 			Attempts:  f.Attempts,

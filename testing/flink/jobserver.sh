@@ -10,6 +10,9 @@
 #                                      # BEAMKINESIS_FLINK_ENDPOINT=127.0.0.1:<port> and
 #                                      # BEAMKINESIS_FLINK_BEAM_VERSION=<Beam version>
 #   testing/flink/jobserver.sh stop    # stop it (its whole process group)
+#   testing/flink/jobserver.sh classpath  # fetch, then print the job server's Java classpath
+#                                      # (Beam Java's SDK, runners and model), for tests
+#                                      # that run Beam Java's own coders
 #
 # Environment:
 #   BEAMKINESIS_FLINK_JOBSERVER_JAR  run this shaded job server jar (java -jar) instead of
@@ -186,5 +189,8 @@ case "${1:-}" in
   fetch) fetch ;;
   start) start ;;
   stop) stop ;;
-  *) die "usage: $0 fetch|start|stop" ;;
+  classpath)
+    fetch >&2
+    if [ -n "${BEAMKINESIS_FLINK_JOBSERVER_JAR:-}" ]; then echo "$BEAMKINESIS_FLINK_JOBSERVER_JAR"; else cat "$cache/classpath"; fi ;;
+  *) die "usage: $0 fetch|start|stop|classpath" ;;
 esac
