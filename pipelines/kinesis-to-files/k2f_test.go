@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/testing/components"
+	"github.com/beamkinesis/beamkinesis/testing/javacoder"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 	"github.com/beamkinesis/beamkinesis/transforms/decode"
 )
@@ -433,4 +435,25 @@ func TestStreamingAcrossAShardSplitStagesEveryEventOnce(t *testing.T) {
 		slices.Sort(want[name])
 	}
 	assertParquetEvents(t, filepath.Join(dir, "events"), want)
+}
+
+// TestEventsAndDeadLettersSurviveAJavaRunner sends Events with a null, an empty and a set v,
+// and a dead letter of a record with empty data, through Beam Java's coders (as Flink or
+// Dataflow transcode values between stages): each must come back with the bytes Go wrote
+// and decode to the value sent, a nil v still nil and an empty v still "".
+func TestEventsAndDeadLettersSurviveAJavaRunner(t *testing.T) {
+	empty, x := "", "x"
+	values := []any{
+		Event{ID: "a", TS: 1},
+		Event{ID: "b", TS: 2, V: &empty},
+		Event{ID: "c", TS: -3, V: &x},
+		decode.DeadLetter{Record: kinesisio.Record{StreamName: "s", ShardID: "shardId-000000000000", SequenceNumber: "1",
+			ApproximateArrivalTimestamp: time.UnixMilli(1764600000123).UTC(), Data: []byte{}}, Stage: decode.StageJSON, Error: "why"},
+	}
+	for _, c := range javacoder.Cross(t, values...) {
+		c.Check(t)
+		if c.Back != nil && !reflect.DeepEqual(c.Back, c.Value) {
+			t.Errorf("after Java, Go decodes %#v, want %#v", c.Back, c.Value)
+		}
+	}
 }
