@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/beamkinesis/beamkinesis/testing/components"
@@ -130,11 +132,15 @@ func TestWriteParquetLocalFilesReadByDuckDBExactlyWithNulls(t *testing.T) {
 // createBucket creates bucket on the S3 server at endpoint with the AWS SDK.
 func createBucket(t *testing.T, endpoint, bucket string) {
 	t.Helper()
-	client := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
-		Credentials: aws.AnonymousCredentials{}})
-	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+	if _, err := testS3Client(endpoint).CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatalf("creating bucket %s: %v", bucket, err)
 	}
+}
+
+// testS3Client is an S3 client of the server at endpoint, for test set-up and checks.
+func testS3Client(endpoint string) *s3.Client {
+	return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
 }
 
 // motoS3 is the S3 configuration of the moto server m, with static test keys.
@@ -214,13 +220,23 @@ func TestParquetFnRetryInAnotherOrderRewritesIdenticalBytes(t *testing.T) {
 	}
 }
 
-// readStaged returns the content of the file name in dir, local or on moto's S3.
+// readStaged returns the content of the file name in dir, local or on moto's S3 (read
+// with the AWS SDK's GetObject).
 func readStaged(t *testing.T, moto *components.Moto, dir, name string) string {
 	t.Helper()
-	if bucket, prefix, ok := strings.Cut(strings.TrimPrefix(dir, "s3://"), "/"); strings.HasPrefix(dir, "s3://") && ok {
-		local := t.TempDir()
-		components.DownloadS3T(t, moto.Endpoint, bucket, prefix+"/"+name, local)
-		dir = filepath.Join(local, prefix)
+	if rest, ok := strings.CutPrefix(dir, "s3://"); ok {
+		bucket, prefix, _ := strings.Cut(rest, "/")
+		out, err := testS3Client(moto.Endpoint).GetObject(context.Background(), &s3.GetObjectInput{
+			Bucket: aws.String(bucket), Key: aws.String(prefix + "/" + name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Body.Close()
+		b, err := io.ReadAll(out.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
