@@ -83,8 +83,9 @@ type Config struct {
 // A window is written once the runner fires it, i.e. when the watermark passes its end
 // with the default trigger; on an unbounded input, window lines first (fixed windows), since
 // the global window never ends. Counters beamkinesis.filesink/files and /lines count what
-// was written (retried attempts included). Write returns a PCollection<string> of the paths of the files
-// written (cfg.Dir joined with the name), in the windows of their lines. A line holding
+// was written (retried attempts included). Write returns a PCollection<string> of the
+// paths of the files written (cfg.Dir joined with the name: a local path, or a URL such as
+// s3://bucket/prefix/part-...jsonl), in the windows of their lines. A line holding
 // '\n' or '\r' fails the bundle: it would split into two JSON lines. Write panics at
 // construction if cfg is invalid.
 func Write(s beam.Scope, lines beam.PCollection, cfg Config) beam.PCollection {
