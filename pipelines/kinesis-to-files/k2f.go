@@ -134,9 +134,13 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 	if (cfg.S3.Endpoint != "" || cfg.S3.Region != "") && !toS3 {
 		return job{}, errors.New("--s3_endpoint and --s3_region need an s3:// --staging_dir")
 	}
-	s3cfg, err := cfg.S3.Config(cfg.Kinesis, os.Getenv)
-	if err != nil {
-		return job{}, err
+	var s3cfg filesink.S3 // shipped to the workers only when they write to S3
+	if toS3 {
+		c, err := cfg.S3.Config(cfg.Kinesis, os.Getenv)
+		if err != nil {
+			return job{}, err
+		}
+		s3cfg = c
 	}
 	j := job{stream: cfg.Stream, window: cfg.Source.Window, shards: cfg.Shards, format: cfg.Format, s3: s3cfg,
 		jsonOption: decode.JSONOptions{DisallowUnknownFields: cfg.Strict, Required: requiredKeys}}
