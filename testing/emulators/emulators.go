@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
@@ -28,7 +29,7 @@ import (
 const RequireEnv = "BEAMKINESIS_REQUIRE_EMULATORS"
 
 // InstallHint tells a developer how to install what these tests need.
-const InstallHint = "install node (>= 18) and run `cd testing/emulators && npm ci`; set " +
+const InstallHint = "install node (>= 18) and run testing/deps/deps.sh npm (or `cd testing/emulators && npm ci`); set " +
 	RequireEnv + "=1 to fail instead of skipping"
 
 // Kind names a Kinesis emulator.
@@ -70,11 +71,15 @@ func Unavailable(t testing.TB, err error) {
 const DirEnv = "BEAMKINESIS_EMULATORS_DIR"
 
 // Dir returns the directory holding package.json and node_modules: DirEnv if
-// set, else the directory of this source file, else (for binaries built with
-// -trimpath) testing/emulators under the module root found above the working
-// directory.
+// set, else the cache that testing/deps/deps.sh installs into once it holds a
+// complete install, else the directory of this source file, else (for binaries
+// built with -trimpath) testing/emulators under the module root found above the
+// working directory.
 func Dir() string {
 	if d := os.Getenv(DirEnv); d != "" {
+		return d
+	}
+	if d := filepath.Join(components.Cache(), "npm"); fileExists(filepath.Join(d, "node_modules", ".installed")) {
 		return d
 	}
 	if _, file, _, ok := runtime.Caller(0); ok {
@@ -390,4 +395,9 @@ func (b *tailBuffer) String() string {
 		return "[...]\n" + string(b.buf)
 	}
 	return string(b.buf)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
