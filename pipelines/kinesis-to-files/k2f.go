@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -26,13 +28,21 @@ func init() {
 	register.Function1x0(printStaged)
 }
 
-// Event is the schema of the staged records, the seed's {id, ts, v}. id and ts are
-// required; v may be absent or null (then empty).
+// Event is the schema of the staged records, the seed's
+// StructType{id string, ts long, v string nullable}. id and ts are required; v may be
+// absent or null, and is then nil: null in Parquet and in JSON lines, never "" (an empty
+// string stays an empty string).
 type Event struct {
-	ID string `json:"id"`
-	TS int64  `json:"ts"`
-	V  string `json:"v"`
+	ID string  `json:"id" parquet:"id"`
+	TS int64   `json:"ts" parquet:"ts"`
+	V  *string `json:"v" parquet:"v,optional"`
 }
+
+// Formats of the event files.
+const (
+	formatParquet = "parquet"
+	formatJSONL   = "jsonl"
+)
 
 // requiredKeys are the keys a record must have, not null, to be an Event.
 var requiredKeys = []string{"id", "ts"}
@@ -49,25 +59,31 @@ var embeddedRecords = []string{
 	`{"ts":4,"v":"w"}`,                       // no id
 	`{"id":"e","ts":"yesterday"}`,            // ts is not a number
 	"\xff\xfe not text",                      // not UTF-8
-	`{"id":"f","ts":6}`,
+	`{"id":"f","ts":6}`,                      // no v: null
+	`{"id":"g","ts":7,"v":""}`,               // an empty v stays empty
+	`{"id":"h","ts":8,"v":null}`,             // null v: null
 }
 
 // config is the command line of kinesis-to-files.
 type config struct {
 	Stream     string
 	StagingDir string
+	Format     string
 	Shards     int
 	Strict     bool
 	Kinesis    pipeflags.Kinesis
+	S3         pipeflags.S3
 	Source     pipeflags.Source
 }
 
 func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Stream, "stream", "", "Kinesis stream to read (default: an embedded in-process server with sample records)")
-	fs.StringVar(&c.StagingDir, "staging_dir", "", "directory for the files: events/ and dead-letters/ are created in it (default kinesis_staging/<stream>)")
+	fs.StringVar(&c.StagingDir, "staging_dir", "", "local directory or s3://bucket/prefix for the files: events/ and dead-letters/ are created in it (default kinesis_staging/<stream>)")
+	fs.StringVar(&c.Format, "format", formatParquet, "format of the event files: parquet (snappy) or jsonl; dead letters are always JSON lines")
 	fs.IntVar(&c.Shards, "shards", 1, "files per window for events (dead letters get one)")
 	fs.BoolVar(&c.Strict, "strict", false, "send records with keys that are not in the schema to the dead letters")
 	c.Kinesis.Register(fs)
+	c.S3.Register(fs)
 	c.Source.Register(fs, time.Minute)
 }
 
@@ -84,8 +100,10 @@ type job struct {
 	opts       []kinesisio.Option
 	bounded    bool
 	window     time.Duration
+	format     string
 	eventsDir  string
 	deadDir    string
+	s3         filesink.S3
 	shards     int
 	jsonOption decode.JSONOptions
 	srv        *kinesistest.Server
@@ -103,7 +121,28 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 	if cfg.Shards < 1 {
 		return job{}, fmt.Errorf("--shards=%d: want at least one file per window", cfg.Shards)
 	}
-	j := job{stream: cfg.Stream, window: cfg.Source.Window, shards: cfg.Shards,
+	if cfg.Format != formatParquet && cfg.Format != formatJSONL {
+		return job{}, fmt.Errorf("--format=%q: want parquet or jsonl", cfg.Format)
+	}
+	toS3 := strings.HasPrefix(cfg.StagingDir, "s3://")
+	if strings.Contains(cfg.StagingDir, "://") && !toS3 {
+		return job{}, fmt.Errorf("--staging_dir=%q: want a local directory or s3://bucket/prefix", cfg.StagingDir)
+	}
+	if bucket, _, _ := strings.Cut(strings.TrimPrefix(cfg.StagingDir, "s3://"), "/"); toS3 && bucket == "" {
+		return job{}, fmt.Errorf("--staging_dir=%q names no bucket; want s3://bucket/prefix", cfg.StagingDir)
+	}
+	if (cfg.S3.Endpoint != "" || cfg.S3.Region != "") && !toS3 {
+		return job{}, errors.New("--s3_endpoint and --s3_region need an s3:// --staging_dir")
+	}
+	var s3cfg filesink.S3 // shipped to the workers only when they write to S3
+	if toS3 {
+		c, err := cfg.S3.Config(cfg.Kinesis, os.Getenv)
+		if err != nil {
+			return job{}, err
+		}
+		s3cfg = c
+	}
+	j := job{stream: cfg.Stream, window: cfg.Source.Window, shards: cfg.Shards, format: cfg.Format, s3: s3cfg,
 		jsonOption: decode.JSONOptions{DisallowUnknownFields: cfg.Strict, Required: requiredKeys}}
 	// Flags are checked before the embedded server starts.
 	bounded, read, err := cfg.Source.Resolve(cfg.Stream == "")
@@ -137,7 +176,12 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 	if dir == "" {
 		dir = filepath.Join("kinesis_staging", j.stream)
 	}
-	j.eventsDir, j.deadDir = filepath.Join(dir, "events"), filepath.Join(dir, "dead-letters")
+	if toS3 {
+		dir = strings.TrimSuffix(dir, "/")
+		j.eventsDir, j.deadDir = dir+"/events", dir+"/dead-letters"
+	} else {
+		j.eventsDir, j.deadDir = filepath.Join(dir, "events"), filepath.Join(dir, "dead-letters")
+	}
 	return j, nil
 }
 
@@ -147,8 +191,13 @@ func (j job) build(s beam.Scope) (eventFiles, deadLetterFiles beam.PCollection) 
 	recs := pipeflags.Read(s, j.stream, j.bounded, j.opts)
 	recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
 	events, dead := decode.JSON(s, recs, reflect.TypeOf(Event{}), j.jsonOption)
-	eventFiles = filesink.Write(s.Scope("Events"), filesink.EncodeJSON(s, events), filesink.Config{Dir: j.eventsDir, Shards: j.shards})
-	deadLetterFiles = filesink.Write(s.Scope("DeadLetters"), filesink.EncodeJSON(s, dead), filesink.Config{Dir: j.deadDir})
+	eventsCfg := filesink.Config{Dir: j.eventsDir, Shards: j.shards, S3: j.s3}
+	if j.format == formatParquet {
+		eventFiles = filesink.WriteParquet(s.Scope("Events"), events, filesink.ParquetConfig{Config: eventsCfg})
+	} else {
+		eventFiles = filesink.Write(s.Scope("Events"), filesink.EncodeJSON(s, events), eventsCfg)
+	}
+	deadLetterFiles = filesink.Write(s.Scope("DeadLetters"), filesink.EncodeJSON(s, dead), filesink.Config{Dir: j.deadDir, S3: j.s3})
 	return eventFiles, deadLetterFiles
 }
 

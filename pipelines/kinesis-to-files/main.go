@@ -1,18 +1,21 @@
-// Command kinesis-to-files stages the JSON records of a Kinesis stream as JSON-lines files
-// for a batch loader, like the seed's Spark job that writes {id, ts, v} records into a
-// staging folder. Each record's data is parsed against the schema Event; records that are
-// not a JSON object of that schema (or not UTF-8) go, whole and with the reason, to
-// dead-letter files. Both are written per fixed window of arrival time:
+// Command kinesis-to-files stages the JSON records of a Kinesis stream as Parquet (or
+// JSON-lines) files for a batch loader, like the seed's Spark job that writes {id, ts, v}
+// records into a staging folder that spark.read.format("parquet") then reads. Each
+// record's data is parsed against the schema Event; records that are not a JSON object of
+// that schema (or not UTF-8) go, whole and with the reason, to dead-letter files (always
+// JSON lines). Both are written per fixed window of arrival time, to a local directory or
+// an s3://bucket/prefix:
 //
-//	<staging_dir>/events/part-<window start>-<window end>-00000-of-00001.jsonl
+//	<staging_dir>/events/part-<window start>-<window end>-00000-of-00001.parquet
 //	<staging_dir>/dead-letters/part-<window start>-<window end>-00000-of-00001.jsonl
 //
 // A file appears complete or not at all, and a retried bundle rewrites it with the same
-// content (see transforms/filesink).
+// bytes (see transforms/filesink). --format=jsonl writes the events as JSON lines
+// (.jsonl); --s3_endpoint points s3:// staging at a local S3-compatible server.
 //
 // With no flags it starts an in-process Kinesis server with the stream "iot-events", puts
-// well-formed and malformed records, stages them under kinesis_staging/iot-events and prints
-// the files written:
+// well-formed and malformed records, stages them as Parquet under kinesis_staging/iot-events
+// and prints the files written:
 //
 //	go run ./pipelines/kinesis-to-files
 package main

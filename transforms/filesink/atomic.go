@@ -1,7 +1,6 @@
 package filesink
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -18,10 +17,10 @@ func tempPattern(name string) string {
 	return "." + name + tempMarker + "*"
 }
 
-// writeAtomic makes dir/name hold lines, each followed by '\n', such that readers see the
-// old file or the complete new one, never a partial one, and the result survives a crash
-// once writeAtomic returns.
-func writeAtomic(dir, name string, lines []string) (err error) {
+// writeAtomic makes dir/name hold content, such that readers see the old file or the
+// complete new one, never a partial one, and the result survives a crash once writeAtomic
+// returns.
+func writeAtomic(dir, name string, content []byte) (err error) {
 	f, err := os.CreateTemp(dir, tempPattern(name))
 	if err != nil {
 		return fmt.Errorf("creating temporary file: %w", err)
@@ -37,12 +36,7 @@ func writeAtomic(dir, name string, lines []string) (err error) {
 	if err := f.Chmod(0o644); err != nil {
 		return fmt.Errorf("setting permissions of %s: %w", tmp, err)
 	}
-	w := bufio.NewWriterSize(f, 1<<16)
-	for _, l := range lines {
-		w.WriteString(l)
-		w.WriteByte('\n')
-	}
-	if err := w.Flush(); err != nil {
+	if _, err := f.Write(content); err != nil {
 		return fmt.Errorf("writing %s: %w", tmp, err)
 	}
 	if err := f.Sync(); err != nil {

@@ -14,7 +14,9 @@ func init() {
 
 // EncodeJSON encodes each element of col with encoding/json into one line, a
 // PCollection<string> ready for Write, in the same windows and with the same timestamps.
-// encoding/json escapes line breaks inside strings, so a line never holds one. A value
+// encoding/json escapes line breaks inside strings, so a line never holds one. A nil
+// pointer field is written as null: give a nullable field a pointer type (*string) so that
+// an absent value stays distinct from an empty one. A value
 // encoding/json rejects (e.g. a NaN float, a channel) fails the bundle.
 func EncodeJSON(s beam.Scope, col beam.PCollection) beam.PCollection {
 	s = s.Scope("filesink.EncodeJSON")

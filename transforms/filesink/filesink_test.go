@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/memfs"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
@@ -44,11 +47,15 @@ func emitTimed(in timedLine, emit func(beam.EventTime, string)) {
 	emit(beam.EventTime(in.AtMillis), in.Line)
 }
 
+// event is the seed's schema {id string, ts int64, v string nullable}: a nil V is null.
 type event struct {
-	ID string `json:"id"`
-	TS int64  `json:"ts"`
-	V  string `json:"v"`
+	ID string  `json:"id" parquet:"id"`
+	TS int64   `json:"ts" parquet:"ts"`
+	V  *string `json:"v" parquet:"v,optional"`
 }
+
+// str returns a pointer to s, for event.V.
+func str(s string) *string { return &s }
 
 // base is 2026-11-30T14:00:00Z, the start of the first test window.
 var base = time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC).UnixMilli()
@@ -213,8 +220,8 @@ func iterOver(lines ...string) func(*string) bool {
 
 func TestWriteFnRetryLeavesOneCompleteFileAndNoTemporaries(t *testing.T) {
 	dir := t.TempDir()
-	fn := &writeFn{Dir: dir, Prefix: "part", Suffix: ".jsonl", Shards: 2}
-	if err := fn.Setup(); err != nil {
+	fn := &writeFn{files{Dir: dir, Prefix: "part", Suffix: ".jsonl", Shards: 2}}
+	if err := fn.Setup(context.Background()); err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
 	name := "part-20261130T140000.000Z-20261130T140100.000Z-00001-of-00002.jsonl"
@@ -253,7 +260,7 @@ func TestWriteFnRetryLeavesOneCompleteFileAndNoTemporaries(t *testing.T) {
 
 func TestWriteFnRejectsLineBreaksAndLeavesNothingBehind(t *testing.T) {
 	dir := t.TempDir()
-	fn := &writeFn{Dir: dir, Prefix: "part", Suffix: ".jsonl", Shards: 1}
+	fn := &writeFn{files{Dir: dir, Prefix: "part", Suffix: ".jsonl", Shards: 1}}
 	_, err := fn.ProcessElement(context.Background(), beam.PaneInfo{}, interval(base), 0, iterOver("ok", "two\nlines"))
 	want := `filesink: line "two\nlines" has a line break at byte 3; encode values so each is one line`
 	if err == nil || err.Error() != want {
@@ -289,7 +296,46 @@ func TestWritePanicsAtConstructionOnBadConfig(t *testing.T) {
 
 func TestEncodeJSONWritesOneLinePerValue(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
-	in := beam.Create(s, event{ID: "a", TS: 1, V: "x"}, event{ID: "b\nc", TS: 2})
-	passert.Equals(s, EncodeJSON(s, in), `{"id":"a","ts":1,"v":"x"}`, `{"id":"b\nc","ts":2,"v":""}`)
+	// An absent value is null, an empty one stays empty.
+	in := beam.Create(s, event{ID: "a", TS: 1, V: str("x")}, event{ID: "b\nc", TS: 2}, event{ID: "d", TS: 3, V: str("")})
+	passert.Equals(s, EncodeJSON(s, in), `{"id":"a","ts":1,"v":"x"}`, `{"id":"b\nc","ts":2,"v":null}`, `{"id":"d","ts":3,"v":""}`)
 	ptest.RunAndValidate(t, p)
+}
+
+func TestWriteToARegisteredBeamFilesystem(t *testing.T) {
+	// memfs stands for any Beam filesystem the program imports (gs://, ...): Write looks the
+	// scheme up on the worker and writes each complete file through its writer.
+	dir := "memfs://staging-" + strings.ReplaceAll(t.Name(), "/", "-")
+	p, s := beam.NewPipelineWithRoot()
+	lines := beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, emitTimed, beam.Create(s,
+		timedLine{base + 2_000, "b"}, timedLine{base + 1_000, "a"})))
+	name := "part-20261130T140000.000Z-20261130T140100.000Z-00000-of-00001.jsonl"
+	passert.Equals(s, global(s, Write(s, lines, Config{Dir: dir})), dir+"/"+name)
+	ptest.RunAndValidate(t, p)
+
+	ctx := context.Background()
+	fs, err := filesystem.New(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	files, err := fs.List(ctx, dir+"/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{dir + "/" + name}; !slices.Equal(files, want) {
+		t.Fatalf("filesystem holds %q, want %q", files, want)
+	}
+	r, err := fs.OpenRead(ctx, files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); got != "a\nb\n" {
+		t.Errorf("%s holds %q, want %q", name, got, "a\nb\n")
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beamkinesis/beamkinesis/transforms/filesink"
 )
 
 func parse(t *testing.T, args ...string) (Kinesis, Source, error) {
@@ -129,5 +131,25 @@ func TestBadSourceFlagsAreRefused(t *testing.T) {
 		if _, _, err := s.Resolve(true); err == nil {
 			t.Errorf("%q was accepted", args)
 		}
+	}
+}
+
+func TestS3ConfigTakesTheKinesisCredentialsAndRegion(t *testing.T) {
+	env := map[string]string{"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token"}
+	k := Kinesis{Region: "eu-west-1", Profile: "p", RoleARN: "arn:aws:iam::1:role/r", RoleSessionName: "s", StaticFromEnv: true}
+	got, err := S3{Endpoint: "http://127.0.0.1:5000"}.Config(k, func(key string) string { return env[key] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filesink.S3{Region: "eu-west-1", Endpoint: "http://127.0.0.1:5000", Profile: "p", AccessKeyID: "id", SecretAccessKey: "secret",
+		SessionToken: "token", RoleARN: "arn:aws:iam::1:role/r", RoleSessionName: "s"}
+	if got != want {
+		t.Errorf("Config = %#v, want %#v", got, want)
+	}
+	if got, _ := (S3{Region: "us-west-2"}).Config(k, func(key string) string { return env[key] }); got.Region != "us-west-2" {
+		t.Errorf("--s3_region=us-west-2 gave region %q", got.Region)
+	}
+	if _, err := (S3{}).Config(Kinesis{StaticFromEnv: true}, func(string) string { return "" }); err == nil {
+		t.Error("--aws_credentials_from_env without keys in the environment was accepted")
 	}
 }
