@@ -55,6 +55,7 @@ type config struct {
 	Input, Output string
 	Transform     string
 	Aggregation   bool
+	Reshuffle     bool
 	Kinesis       pipeflags.Kinesis
 	Source        pipeflags.Source
 }
@@ -64,6 +65,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Output, "output_stream", "", "Kinesis stream to write (default: the embedded server's \"output\")")
 	fs.StringVar(&c.Transform, "transform", transformCount, "count: one record per distinct data value and window with its count; passthrough: every record, re-keyed at random")
 	fs.BoolVar(&c.Aggregation, "aggregation", true, "pack output records into KPL aggregates (the Spark connectors' aggregationEnabled)")
+	fs.BoolVar(&c.Reshuffle, "reshuffle", false, "with --transform=passthrough, redistribute the records over the workers before writing them (a Reshuffle of kinesisio.Record), so that the writes do not follow the shards' assignment to workers")
 	c.Kinesis.Register(fs)
 	c.Source.Register(fs, time.Minute)
 }
@@ -81,6 +83,7 @@ type environment struct {
 type job struct {
 	input, output string
 	transform     string
+	reshuffle     bool
 	readOpts      []kinesisio.Option
 	writeOpts     []kinesisio.Option
 	bounded       bool
@@ -102,7 +105,10 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 	if cfg.Transform != transformCount && cfg.Transform != transformPassthrough {
 		return job{}, fmt.Errorf("--transform=%q: want %s or %s", cfg.Transform, transformCount, transformPassthrough)
 	}
-	j := job{input: cfg.Input, output: cfg.Output, transform: cfg.Transform, window: cfg.Source.Window}
+	if cfg.Reshuffle && cfg.Transform != transformPassthrough {
+		return job{}, fmt.Errorf("--reshuffle applies to --transform=%s only (the %s transform groups the records already)", transformPassthrough, transformCount)
+	}
+	j := job{input: cfg.Input, output: cfg.Output, transform: cfg.Transform, reshuffle: cfg.Reshuffle, window: cfg.Source.Window}
 	var client []kinesisio.Option
 	// Flags are checked before the embedded server starts.
 	bounded, read, err := cfg.Source.Resolve(cfg.Input == "" && cfg.Output == "")
@@ -151,6 +157,9 @@ func (j job) build(s beam.Scope) beam.PCollection {
 	var msgs beam.PCollection
 	switch j.transform {
 	case transformPassthrough:
+		if j.reshuffle {
+			recs = beam.Reshuffle(s, recs)
+		}
 		msgs = kinesisio.MessagesWithRandomKeys(s, beam.ParDo(s, recordData, recs))
 	default:
 		if !j.bounded {

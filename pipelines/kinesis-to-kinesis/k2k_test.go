@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -98,7 +99,15 @@ func TestNoFlagsWritesEachValuesCountToTheOutputStreamOnceAggregated(t *testing.
 }
 
 func TestStreamingPassthroughWritesEveryRecordOnceUnderRandomKeys(t *testing.T) {
-	j := start(t, environment{}, "--transform=passthrough", "--bounded=false", "--max_read_time=1s", "--aggregation=false")
+	for _, reshuffle := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reshuffle=%t", reshuffle), func(t *testing.T) {
+			streamingPassthrough(t, fmt.Sprintf("--reshuffle=%t", reshuffle))
+		})
+	}
+}
+
+func streamingPassthrough(t *testing.T, reshuffle string) {
+	j := start(t, environment{}, "--transform=passthrough", "--bounded=false", "--max_read_time=1s", "--aggregation=false", reshuffle)
 	if j.bounded {
 		t.Fatal("--bounded=false resolved to a bounded read")
 	}
@@ -189,6 +198,7 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"--kinesis_endpoint=http://127.0.0.1:1"},
 		{"--input_stream=a", "--output_stream=b", "--transform=sum"},
 		{"--input_stream=a", "--output_stream=b", "--starting_position=soon"},
+		{"--input_stream=a", "--output_stream=b", "--reshuffle"},
 	} {
 		if j, err := prepare(context.Background(), parse(t, args...), environment{}); err == nil {
 			j.stop()
@@ -204,6 +214,7 @@ func TestVetRunnerAcceptsEveryMode(t *testing.T) {
 		{"--input_stream=a", "--output_stream=b", "--kinesis_region=eu-west-1"},
 		{"--input_stream=a", "--output_stream=b", "--kinesis_region=eu-west-1", "--bounded"},
 		{"--input_stream=a", "--output_stream=b", "--kinesis_region=eu-west-1", "--transform=passthrough"},
+		{"--input_stream=a", "--output_stream=b", "--kinesis_region=eu-west-1", "--transform=passthrough", "--reshuffle"},
 	} {
 		j, err := prepare(context.Background(), parse(t, args...), environment{})
 		if err != nil {

@@ -156,9 +156,11 @@ func expectedTables(t *testing.T, srv *kinesistest.Server, stream string) []stri
 
 // TestKinesisToKinesisStreamingOnBothTaskManagers copies a twelve-shard stream to a
 // three-shard one with KPL aggregation, as a streaming job at --parallelism=2, while
-// records are put. Every record must arrive exactly once (nothing fails in this run, so
-// the at-least-once sink makes no duplicates), and Flink's REST API must show the shard
-// reader running on both TaskManagers, each reading records.
+// records are put, through a Reshuffle of the Records (--reshuffle), which Flink transcodes
+// with Beam Java's coders. Every record must arrive exactly once (nothing fails in this
+// run, so the at-least-once sink makes no duplicates), the records with empty data too,
+// and Flink's REST API must show the shard reader running on both TaskManagers, each
+// reading records.
 func TestKinesisToKinesisStreamingOnBothTaskManagers(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
@@ -170,7 +172,7 @@ func TestKinesisToKinesisStreamingOnBothTaskManagers(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := startPipeline(t, "kinesis-to-kinesis", append(append([]string{"--input_stream=in", "--output_stream=out",
-		"--transform=passthrough", "--aggregation", "--bounded=false", "--starting_position=trim_horizon",
+		"--transform=passthrough", "--reshuffle", "--aggregation", "--bounded=false", "--starting_position=trim_horizon",
 		"--parallelism=2"}, kinesisFlags(srv)...), checkpointFlags...)...)
 	ready := r.awaitCheckpoints(t, 1)
 
@@ -178,7 +180,11 @@ func TestKinesisToKinesisStreamingOnBothTaskManagers(t *testing.T) {
 	for batch := range 3 {
 		var data []string
 		for i := range 100 {
-			data = append(data, fmt.Sprintf("record-%d-%03d", batch, i))
+			d := fmt.Sprintf("record-%d-%03d", batch, i)
+			if i%25 == 0 {
+				d = "" // Kinesis allows empty data; a nil in a row-coded Record broke on Java runners
+			}
+			data = append(data, d)
 		}
 		put(t, srv.Client(), "in", entries(fmt.Sprintf("b%d", batch), data...)...)
 		want = append(want, data...)
