@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+// ledger is the account of a run: what was produced and what the output stream holds.
+type ledger struct {
+	produced, delivered, lost, duplicates, orderViolations, unparsable int
+	latencies                                                          []time.Duration
+	missing                                                            []string
+	elapsed                                                            time.Duration
+	chaos                                                              string
+	memory                                                             memoryReport
+	counters                                                           map[string]int64
+}
+
+// newLedger reads stream and accounts for every produced message.
+func newLedger(srv *kinesistest.Server, stream string, produced []message) (*ledger, error) {
+	stored, err := srv.StreamRecords(stream)
+	if err != nil {
+		return nil, fmt.Errorf("reading the output stream: %w", err)
+	}
+	l := &ledger{produced: len(produced)}
+	seen := map[string]int{}
+	maxSeq := map[string]int{}
+	for _, r := range stored { // per shard, in sequence order; each key has one output shard
+		users, aggregated, err := kpl.Deaggregate(r.Data)
+		if err != nil || !aggregated {
+			users = []kpl.UserRecord{{PartitionKey: r.PartitionKey, Data: r.Data}}
+		}
+		for _, u := range users {
+			var m message
+			if err := json.Unmarshal(u.Data, &m); err != nil || m.ID == "" {
+				l.unparsable++
+				continue
+			}
+			seen[m.ID]++
+			if seen[m.ID] > 1 {
+				l.duplicates++
+				continue
+			}
+			if m.Seq < maxSeq[m.Key] {
+				l.orderViolations++
+			}
+			maxSeq[m.Key] = max(maxSeq[m.Key], m.Seq)
+			l.latencies = append(l.latencies, r.ArrivalTime.Sub(time.UnixMilli(m.TMs)))
+		}
+	}
+	for _, m := range produced {
+		if seen[m.ID] == 0 {
+			l.lost++
+			if len(l.missing) < 10 {
+				l.missing = append(l.missing, m.ID)
+			}
+		}
+	}
+	l.delivered = len(seen)
+	return l, nil
+}
+
+// print writes the ledger for people.
+func (l *ledger) print(w io.Writer, efo bool) {
+	mode := "polling"
+	if efo {
+		mode = "enhanced fan-out"
+	}
+	sort.Slice(l.latencies, func(i, j int) bool { return l.latencies[i] < l.latencies[j] })
+	pct := func(q float64) time.Duration {
+		if len(l.latencies) == 0 {
+			return 0
+		}
+		return l.latencies[min(len(l.latencies)-1, int(q*float64(len(l.latencies))))]
+	}
+	fmt.Fprintf(w, "soak ledger (%s, %v)\n", mode, l.elapsed.Round(time.Second))
+	fmt.Fprintf(w, "  produced         %d\n", l.produced)
+	fmt.Fprintf(w, "  delivered        %d distinct\n", l.delivered)
+	fmt.Fprintf(w, "  lost             %d", l.lost)
+	if len(l.missing) > 0 {
+		fmt.Fprintf(w, " (e.g. ids %s)", strings.Join(l.missing, ", "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  duplicated       %d (at-least-once write: PutRecords retried after a lost response or a retried bundle)\n", l.duplicates)
+	fmt.Fprintf(w, "  unparsable       %d\n", l.unparsable)
+	fmt.Fprintf(w, "  order violations %d (per key, in the output stream; Beam keeps no order between elements)\n", l.orderViolations)
+	fmt.Fprintf(w, "  latency          p50 %v, p99 %v, max %v (put to stored in the output)\n", pct(0.5), pct(0.99), pct(1))
+	fmt.Fprintf(w, "  chaos            %s\n", l.chaos)
+	var names []string
+	for n := range l.counters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var cs []string
+	for _, n := range names {
+		if strings.Contains(n, "throttle") || strings.Contains(n, "retries") || strings.Contains(n, "expired") || strings.Contains(n, "failed") ||
+			strings.Contains(n, "subscribe") || strings.Contains(n, "shards_discovered") {
+			cs = append(cs, fmt.Sprintf("%s %d", n, l.counters[n]))
+		}
+	}
+	fmt.Fprintf(w, "  counters         %s\n", strings.Join(cs, ", "))
+	fmt.Fprintf(w, "  memory           %s\n", l.memory)
+	if l.lost == 0 {
+		fmt.Fprintln(w, "  result           no message lost")
+	} else {
+		fmt.Fprintf(w, "  result           %d messages LOST\n", l.lost)
+	}
+}

@@ -1,0 +1,133 @@
+// Command soak runs a streaming kinesis-to-kinesis job for a while against the project's
+// Kinesis server under a chaos schedule — resharding, throttling, 5xx, dropped connections,
+// expired iterators and, with enhanced fan-out, subscription resets — while a producer
+// writes numbered messages at a steady rate. At the end it reads the output stream and
+// prints a ledger: produced, delivered, lost, duplicated, per-key order, latency, the
+// connector's throttles and retries, and the process's memory over time. It exits 1 when
+// any message was lost.
+//
+//	go run ./testing/soak                          # 10 minutes on Prism, polling
+//	go run ./testing/soak --duration=90s --efo     # what CI runs, with enhanced fan-out too
+//
+// Beam's flags choose the runner (--runner=flink with --endpoint and
+// --environment_type=LOOPBACK runs the job on a Flink job server; the server stays in this
+// process).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+func init() {
+	register.Function1x1(toMessage)
+	register.Function2x0(countFailed)
+	beam.RegisterType(reflect.TypeOf((*kinesisio.FailedMessage)(nil)).Elem())
+}
+
+var (
+	duration    = flag.Duration("duration", 10*time.Minute, "how long the producer writes; the job reads what arrived within this time")
+	rate        = flag.Int("rate", 200, "messages per second")
+	keys        = flag.Int("keys", 20, "partition keys; each key's messages carry increasing sequence numbers")
+	shards      = flag.Int("shards", 4, "shards of the input stream at the start")
+	efo         = flag.Bool("efo", false, "read with enhanced fan-out (SubscribeToShard) instead of polling")
+	reshardEach = flag.Duration("reshard_every", 15*time.Second, "split, merge or UpdateShardCount the input stream this often (0: never)")
+	faultRate   = flag.Float64("fault_rate", 0.02, "share of requests answered with 5xx, and of requests whose connection is dropped")
+	throttle    = flag.Float64("throttle_rate", 0.05, "share of GetRecords calls and PutRecords entries throttled")
+	expireRate  = flag.Float64("expire_rate", 0.01, "share of GetRecords calls answered with ExpiredIteratorException")
+	dropEvents  = flag.Float64("subscription_drop_rate", 0.02, "share of SubscribeToShard events before which the connection is reset (with --efo)")
+	seed        = flag.Int64("seed", 1, "seed of the fault injection")
+)
+
+func main() {
+	flag.Parse()
+	beam.Init()
+	lost, err := run(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(2)
+	}
+	if lost > 0 {
+		os.Exit(1)
+	}
+}
+
+// run starts the server, the producer, the chaos and the job, and prints the ledger. It
+// returns how many messages were lost.
+func run(ctx context.Context) (int, error) {
+	srv, err := kinesistest.Start()
+	if err != nil {
+		return 0, fmt.Errorf("starting the Kinesis server: %w", err)
+	}
+	defer srv.Close()
+	if err := srv.CreateStream("soak-in", *shards); err != nil {
+		return 0, err
+	}
+	if err := srv.CreateStream("soak-out", 2); err != nil {
+		return 0, err
+	}
+	mem := startMemorySampler(10 * time.Second)
+	started := time.Now()
+	prod := startProducer(ctx, srv, "soak-in", *rate, *keys, *duration)
+	chaos := startChaos(srv, "soak-in", *reshardEach, *duration)
+
+	opts := []kinesisio.Option{
+		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion(kinesistest.Region), kinesisio.WithStaticCredentials("soak", "soak"),
+		kinesisio.WithRetries(20, 50*time.Millisecond, time.Second),
+	}
+	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon()), kinesisio.WithMaxReadTime(*duration)}, opts...)
+	if *efo {
+		readOpts = append(readOpts, kinesisio.WithEnhancedFanOut("soak"))
+	}
+	p, s := beam.NewPipelineWithRoot()
+	recs := kinesisio.Read(s, "soak-in", readOpts...)
+	failed := kinesisio.Write(s, "soak-out", beam.ParDo(s, toMessage, recs), opts...)
+	beam.ParDo0(s, countFailed, failed)
+	res, err := flinkrunner.Run(ctx, p)
+	chaos.stop()
+	produced := prod.wait()
+	if err != nil {
+		return 0, fmt.Errorf("running the job: %w", err)
+	}
+	l, err := newLedger(srv, "soak-out", produced)
+	if err != nil {
+		return 0, err
+	}
+	l.elapsed, l.chaos, l.memory = time.Since(started), chaos.summary(), mem.stop()
+	if res != nil {
+		l.counters = counters(res)
+	}
+	l.print(os.Stdout, *efo)
+	return l.lost, nil
+}
+
+// toMessage writes a record on under its own partition key, so that each key's order can
+// be checked in the output.
+func toMessage(r kinesisio.Record) kinesisio.Message {
+	return kinesisio.Message{PartitionKey: r.PartitionKey, Data: r.Data}
+}
+
+var failedMessages = beam.NewCounter("soak", "failed_messages")
+
+// countFailed counts the messages the write gave up on.
+func countFailed(ctx context.Context, _ kinesisio.FailedMessage) { failedMessages.Inc(ctx, 1) }
+
+// counters returns the job's counters by name.
+func counters(res beam.PipelineResult) map[string]int64 {
+	out := map[string]int64{}
+	for _, c := range res.Metrics().AllMetrics().Counters() {
+		out[c.Namespace()+"/"+c.Name()] += c.Committed
+	}
+	return out
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+// message is what the producer writes: a unique id, its partition key, the key's sequence
+// number (1, 2, ... per key) and when it was sent.
+type message struct {
+	ID  string `json:"id"`
+	Key string `json:"key"`
+	Seq int    `json:"seq"`
+	TMs int64  `json:"t"`
+}
+
+// producer writes one message per key per tick until its end, resending failed entries
+// before the key's next message, so that each key's messages arrive in sequence order.
+type producer struct {
+	done     chan struct{}
+	produced []message
+	retried  int
+}
+
+func startProducer(ctx context.Context, srv *kinesistest.Server, stream string, rate, keys int, d time.Duration) *producer {
+	p := &producer{done: make(chan struct{})}
+	client := srv.Client()
+	tick := time.Duration(float64(time.Second) * float64(keys) / float64(rate))
+	go func() {
+		defer close(p.done)
+		end := time.Now().Add(d)
+		seq := make([]int, keys)
+		n := 0
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for time.Now().Before(end) {
+			batch := make([]message, keys)
+			for k := range keys {
+				seq[k]++
+				batch[k] = message{ID: strconv.Itoa(n), Key: fmt.Sprintf("key-%02d", k), Seq: seq[k]}
+				n++
+			}
+			p.put(ctx, client, stream, batch)
+			p.produced = append(p.produced, batch...)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// put writes batch, resending what failed until every entry is stored.
+func (p *producer) put(ctx context.Context, client *kinesis.Client, stream string, batch []message) {
+	pending := batch
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt > 0 {
+			p.retried += len(pending)
+			time.Sleep(min(time.Duration(attempt)*20*time.Millisecond, time.Second)) // backoff between resends
+		}
+		entries := make([]types.PutRecordsRequestEntry, len(pending))
+		now := time.Now().UnixMilli()
+		for i := range pending {
+			pending[i].TMs = now
+			data, _ := json.Marshal(pending[i])
+			entries[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String(pending[i].Key), Data: data}
+		}
+		out, err := client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+		if err != nil {
+			if attempt%50 == 49 {
+				log.Printf("soak producer: PutRecords still failing after %d attempts: %v", attempt+1, err)
+			}
+			continue
+		}
+		var failed []message
+		for i, r := range out.Records {
+			if r.ErrorCode != nil {
+				failed = append(failed, pending[i])
+			}
+		}
+		pending = failed
+	}
+}
+
+// wait waits for the producer to end and returns what it produced.
+func (p *producer) wait() []message {
+	<-p.done
+	return p.produced
+}
