@@ -302,8 +302,9 @@ func (c *checkpointer) commitResumed(d shardDescriptor, rest shardRestriction) {
 }
 
 // registerCommit asks the runner to commit, once it has committed this bundle, the position
-// the call's claims reached on rt.
-func (c *checkpointer) registerCommit(ctx context.Context, bf beam.BundleFinalization, rt *sdf.LockRTracker, d shardDescriptor) {
+// the call's claims reached on rt. final says no residual follows the call (the shard or the
+// read ended).
+func (c *checkpointer) registerCommit(ctx context.Context, bf beam.BundleFinalization, rt *sdf.LockRTracker, d shardDescriptor, final bool) {
 	t, ok := rt.Rt.(*shardTracker)
 	if !ok {
 		return
@@ -321,10 +322,10 @@ func (c *checkpointer) registerCommit(ctx context.Context, bf beam.BundleFinaliz
 		return
 	}
 	end := time.Now()
-	if shardEnd {
-		// SHARD_END has no residual to be handed back; with finalization unreliable in
-		// Beam Go v2.77.0 (see commitResumed) it is written now, after the call emitted the
-		// shard's last records.
+	if shardEnd || final {
+		// No residual will be handed back; with finalization unreliable in Beam Go v2.77.0
+		// (see commitResumed) the position is written now, after the call emitted the
+		// records up to it.
 		c.commit(d, pos, end)
 		return
 	}

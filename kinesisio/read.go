@@ -153,7 +153,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf
 	cp.commitResumed(d, rt.GetRestriction().(shardRestriction))
 	cont, err := fn.reader.process(ctx, we, rt, d, emit)
 	if err == nil {
-		cp.registerCommit(ctx, bf, rt, d)
+		cp.registerCommit(ctx, bf, rt, d, cont == nil || !cont.ShouldResume())
 	}
 	return cont, err
 }
@@ -175,7 +175,7 @@ func (fn *readBoundedFn) ProcessElement(ctx context.Context, bf beam.BundleFinal
 	_, err := fn.reader.process(ctx, nil, rt, d, emit)
 	if cp := fn.reader.cp; cp != nil && err == nil {
 		cp.flush(ctx)
-		cp.registerCommit(ctx, bf, rt, d)
+		cp.registerCommit(ctx, bf, rt, d, true)
 	}
 	return err
 }

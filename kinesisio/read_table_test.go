@@ -24,6 +24,11 @@ import (
 // startDynalite starts dynalite for t and returns its endpoint.
 func startDynalite(t *testing.T) string {
 	t.Helper()
+	return emulatorsT(t)
+}
+
+func emulatorsT(t testing.TB) string {
+	t.Helper()
 	return emulators.StartT(t, emulators.Dynalite).URL()
 }
 
@@ -88,7 +93,7 @@ func TestReadResumesAcrossJobsFromTheCheckpointTable(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := 0; !stop.Load(); i++ {
+		for i := 0; !stop.Load() && i < 20; i++ {
 			write(fmt.Sprintf("during%d", i))
 			time.Sleep(100 * time.Millisecond)
 		}
