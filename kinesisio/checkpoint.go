@@ -121,6 +121,7 @@ var (
 	tableCommitsTotal atomic.Int64
 	tableLagSumMs     atomic.Int64
 	tableLagMaxMs     atomic.Int64
+	tableLostTotal    atomic.Int64
 )
 
 // openCheckpointer returns the process's checkpointer for spec, creating the table if it is
@@ -245,6 +246,7 @@ func (c *checkpointer) commit(d shardDescriptor, pos leasetable.Position, bundle
 	case errors.As(err, &lost):
 		s.lost = lost
 		c.stats.lost.Add(1)
+		tableLostTotal.Add(1)
 		log.Errorf(ctx, "kinesisio: the lease of %v in checkpoint table %s was taken over by owner %q (lease counter %d); this job commits nothing more for it and stops reading it", d, c.spec.Table, lost.Owner, lost.Counter)
 		return nil
 	case err != nil:
