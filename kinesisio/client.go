@@ -24,6 +24,21 @@ const defaultEndpointRegion = "us-east-1"
 // retries with its own policy (internal/backoff) so that the two layers do not multiply and
 // every retry is counted in its metrics.
 func newClient(ctx context.Context, cfg clientConfig) (*kinesis.Client, error) {
+	awsCfg, err := loadAWSConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return kinesis.NewFromConfig(awsCfg, func(o *kinesis.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.Retryer = aws.NopRetryer{}
+	}), nil
+}
+
+// loadAWSConfig is the region, credentials and HTTP client of cfg, shared by the Kinesis
+// client and the checkpoint table's DynamoDB client.
+func loadAWSConfig(ctx context.Context, cfg clientConfig) (aws.Config, error) {
 	var loadOpts []func(*awsconfig.LoadOptions) error
 	if cfg.Region != "" {
 		loadOpts = append(loadOpts, awsconfig.WithRegion(cfg.Region))
@@ -43,14 +58,14 @@ func newClient(ctx context.Context, cfg clientConfig) (*kinesis.Client, error) {
 	})))
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("kinesisio: loading AWS configuration (%s): %w", cfg.credentialsSource(), err)
+		return aws.Config{}, fmt.Errorf("kinesisio: loading AWS configuration (%s): %w", cfg.credentialsSource(), err)
 	}
 	// Wrapped only after loading: with AWS_CA_BUNDLE set, LoadDefaultConfig needs the
 	// *awshttp.BuildableClient itself to add the bundle's root CAs.
 	awsCfg.HTTPClient = bodyShieldClient{awsCfg.HTTPClient}
 	if awsCfg.Region == "" {
 		if cfg.Endpoint == "" {
-			return nil, fmt.Errorf("kinesisio: no AWS region configured; pass kinesisio.WithRegion or set AWS_REGION")
+			return aws.Config{}, fmt.Errorf("kinesisio: no AWS region configured; pass kinesisio.WithRegion or set AWS_REGION")
 		}
 		awsCfg.Region = defaultEndpointRegion
 	}
@@ -59,12 +74,7 @@ func newClient(ctx context.Context, cfg clientConfig) (*kinesis.Client, error) {
 		awsCfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, cfg.RoleARN,
 			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = cfg.RoleSessionName }))
 	}
-	return kinesis.NewFromConfig(awsCfg, func(o *kinesis.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
-		}
-		o.Retryer = aws.NopRetryer{}
-	}), nil
+	return awsCfg, nil
 }
 
 // bodyShieldClient hands net/http request bodies without io.WriterTo. aws-sdk-go-v2 closes a

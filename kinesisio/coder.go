@@ -27,13 +27,13 @@ func init() {
 
 // Format versions of the encodings.
 const (
-	shardDescriptorV1      = 1
+	shardDescriptorV2      = 2
 	shardRestrictionV1     = 1
 	discoveryRestrictionV1 = 1
 )
 
 func encodeShardDescriptor(d shardDescriptor) []byte {
-	w := wire.NewWriter(shardDescriptorV1)
+	w := wire.NewWriter(shardDescriptorV2)
 	w.String(d.Stream)
 	w.String(d.ShardID)
 	w.String(d.ParentShardID)
@@ -44,11 +44,12 @@ func encodeShardDescriptor(d shardDescriptor) []byte {
 	w.String(d.StartSeq)
 	w.Int(d.StartTimeMs)
 	w.Int(d.EndTimeMs)
+	w.Int(d.StartSub)
 	return w.Bytes()
 }
 
 func decodeShardDescriptor(b []byte) (shardDescriptor, error) {
-	r := wire.NewReader("shard descriptor", b, shardDescriptorV1)
+	r := wire.NewReader("shard descriptor", b, shardDescriptorV2)
 	d := shardDescriptor{
 		Stream:                r.String(),
 		ShardID:               r.String(),
@@ -60,6 +61,7 @@ func decodeShardDescriptor(b []byte) (shardDescriptor, error) {
 		StartSeq:              r.String(),
 		StartTimeMs:           r.Int(),
 		EndTimeMs:             r.Int(),
+		StartSub:              r.Int(),
 	}
 	return d, r.Err()
 }

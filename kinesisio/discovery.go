@@ -29,6 +29,7 @@ type discoverySpec struct {
 	Start       startSpec
 	Interval    time.Duration
 	MaxReadTime time.Duration
+	Checkpoint  checkpointSpec
 }
 
 func newDiscoverySpec(stream string, cfg config) discoverySpec {
@@ -40,7 +41,30 @@ func newDiscoverySpec(stream string, cfg config) discoverySpec {
 		Start:       cfg.read.start.spec(),
 		Interval:    cfg.read.describeShardInterval,
 		MaxReadTime: cfg.read.maxReadTime,
+		Checkpoint:  newCheckpointSpec(cfg),
 	}
+}
+
+// openTable opens the checkpoint table of the read, or returns nil without one.
+func (s discoverySpec) openTable(ctx context.Context) (*checkpointer, error) {
+	if !s.Checkpoint.enabled() {
+		return nil, nil
+	}
+	cp, err := openCheckpointer(ctx, s.Client, s.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	log.Infof(ctx, "kinesisio: positions of stream %s are kept in checkpoint table %s as owner %q, written when the runner finalizes the bundle that read them; on a runner that never finalizes bundles nothing is written, and a new job resumes from the positions last committed (or WithStartingPosition)", s.Stream, s.Checkpoint.Table, s.Checkpoint.Owner)
+	return cp, nil
+}
+
+// leased passes d through the checkpoint table cp (nil: none): it takes d's lease and
+// returns d starting from its checkpoint; read is false for a shard at SHARD_END.
+func leased(ctx context.Context, cp *checkpointer, d shardDescriptor) (shardDescriptor, bool, error) {
+	if cp == nil {
+		return d, true, nil
+	}
+	return cp.acquire(ctx, d)
 }
 
 // endTimeMs is when a read that started at startMs ends: start + WithMaxReadTime, or never
@@ -191,15 +215,19 @@ type discoverFn struct {
 	Spec discoverySpec
 
 	client *kinesis.Client
+	cp     *checkpointer
 }
 
-// Setup creates the Kinesis client.
+// Setup creates the Kinesis client and opens the checkpoint table.
 func (fn *discoverFn) Setup(ctx context.Context) error {
 	if fn.client != nil {
 		return nil
 	}
 	c, err := newClient(ctx, fn.Spec.Client)
 	if err != nil {
+		return err
+	}
+	if fn.cp, err = fn.Spec.openTable(ctx); err != nil {
 		return err
 	}
 	fn.client = c
@@ -304,7 +332,13 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 		if known[aws.ToString(s.ShardId)] {
 			continue
 		}
-		d := newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, readStart, endTime)
+		d, read, err := leased(ctx, fn.cp, newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, readStart, endTime))
+		if err != nil {
+			return nil, err
+		}
+		if !read {
+			continue
+		}
 		if rest.LastPollMs > 0 {
 			log.Infof(ctx, "kinesisio: found new %v (parents %q, %q)", d, d.ParentShardID, d.AdjacentParentShardID)
 		}
@@ -330,15 +364,19 @@ type discoverBoundedFn struct {
 	Spec discoverySpec
 
 	client *kinesis.Client
+	cp     *checkpointer
 }
 
-// Setup creates the Kinesis client.
+// Setup creates the Kinesis client and opens the checkpoint table.
 func (fn *discoverBoundedFn) Setup(ctx context.Context) error {
 	if fn.client != nil {
 		return nil
 	}
 	c, err := newClient(ctx, fn.Spec.Client)
 	if err != nil {
+		return err
+	}
+	if fn.cp, err = fn.Spec.openTable(ctx); err != nil {
 		return err
 	}
 	fn.client = c
@@ -357,8 +395,15 @@ func (fn *discoverBoundedFn) ProcessElement(ctx context.Context, _ []byte, emit 
 		return err
 	}
 	for _, s := range shards {
+		d, read, err := leased(ctx, fn.cp, newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, start, end))
+		if err != nil {
+			return err
+		}
+		if !read {
+			continue
+		}
 		shardsDiscovered.Inc(ctx, 1)
-		emit(newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, start, end))
+		emit(d)
 	}
 	log.Infof(ctx, "kinesisio: reading %d shards of stream %s up to %s", len(shards), fn.Spec.Stream, time.UnixMilli(end).UTC().Format(time.RFC3339Nano))
 	return nil

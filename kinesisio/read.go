@@ -12,8 +12,8 @@ import (
 func init() {
 	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, []byte, func(beam.EventTime, shardDescriptor), sdf.ProcessContinuation, error](&discoverFn{})
 	register.DoFn3x1[context.Context, []byte, func(shardDescriptor), error](&discoverBoundedFn{})
-	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), sdf.ProcessContinuation, error](&readFn{})
-	register.DoFn4x1[context.Context, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), error](&readBoundedFn{})
+	register.DoFn6x2[context.Context, *watermarkEstimator, beam.BundleFinalization, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), sdf.ProcessContinuation, error](&readFn{})
+	register.DoFn5x1[context.Context, beam.BundleFinalization, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), error](&readBoundedFn{})
 	register.Emitter2[beam.EventTime, shardDescriptor]()
 	register.Emitter1[shardDescriptor]()
 	register.Emitter2[beam.EventTime, Record]()
@@ -135,11 +135,27 @@ func (fn *readFn) WatermarkEstimatorState(e *watermarkEstimator) int64 {
 }
 
 // ProcessElement reads the shard until its restriction ends or it is time to checkpoint.
-func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
+// With a checkpoint table it first waits for the shard's parents to be read to their end,
+// and registers the commit of the position it reached for when the runner finalizes the
+// bundle.
+func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf beam.BundleFinalization, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
 	if err := fn.Setup(ctx); err != nil {
 		return nil, err
 	}
-	return fn.reader.process(ctx, we, rt, d, emit)
+	cp := fn.reader.cp
+	if cp == nil {
+		return fn.reader.process(ctx, we, rt, d, emit)
+	}
+	cp.flush(ctx)
+	if cont, held, err := fn.reader.holdForTable(ctx, rt, d); held || err != nil {
+		return cont, err
+	}
+	cp.commitResumed(d, rt.GetRestriction().(shardRestriction))
+	cont, err := fn.reader.process(ctx, we, rt, d, emit)
+	if err == nil {
+		cp.registerCommit(ctx, bf, rt, d, cont == nil || !cont.ShouldResume())
+	}
+	return cont, err
 }
 
 // readBoundedFn reads one shard as a bounded splittable DoFn: without a ProcessContinuation,
@@ -148,12 +164,19 @@ type readBoundedFn struct {
 	shardFn
 }
 
-// ProcessElement reads the shard to the end of the read.
-func (fn *readBoundedFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) error {
+// ProcessElement reads the shard to the end of the read. With a checkpoint table it
+// registers the commit of the position it reached for when the runner finalizes the bundle;
+// it does not wait for parents (a runner may run a parent and its child in one bundle, whose
+// commit comes after both).
+func (fn *readBoundedFn) ProcessElement(ctx context.Context, bf beam.BundleFinalization, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) error {
 	if err := fn.Setup(ctx); err != nil {
 		return err
 	}
 	_, err := fn.reader.process(ctx, nil, rt, d, emit)
+	if cp := fn.reader.cp; cp != nil && err == nil {
+		cp.flush(ctx)
+		cp.registerCommit(ctx, bf, rt, d, true)
+	}
 	return err
 }
 

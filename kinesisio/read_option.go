@@ -3,7 +3,9 @@ package kinesisio
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"reflect"
+	"regexp"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime"
@@ -42,6 +44,8 @@ const maxGetRecordsLimit = 10000
 //	kinesis.consumerType = GetRecords            the default (polling)
 //	kinesis.consumerType = SubscribeToShard,
 //	kinesis.consumerName                         WithEnhancedFanOut (or WithEnhancedFanOutConsumerARN)
+//	kinesis.metadataCommitterType = DYNAMODB,
+//	kinesis.dynamodb.tableName                   WithCheckpointTable
 type readConfig struct {
 	start                 StartingPosition
 	failOnDataLoss        bool
@@ -60,6 +64,10 @@ type readConfig struct {
 	consumerName          string
 	consumerARN           string
 	noSubscriptionReuse   bool
+	// checkpointTable and checkpointEndpoint are WithCheckpointTable and
+	// WithCheckpointTableEndpoint.
+	checkpointTable    string
+	checkpointEndpoint string
 	// readID names the transform for pacing (pacing.go); buildConfig sets it.
 	readID string
 }
@@ -84,7 +92,43 @@ func (r *readConfig) validate() error {
 	if err := r.start.validate(); err != nil {
 		return fmt.Errorf("option WithStartingPosition: %w", err)
 	}
+	if r.checkpointEndpoint != "" && r.checkpointTable == "" {
+		return fmt.Errorf("WithCheckpointTableEndpoint was given without WithCheckpointTable; name the table too")
+	}
 	return nil
+}
+
+var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+
+// WithCheckpointTable keeps each shard's position in the DynamoDB table, laid out as a KCL
+// 2.x/3.x lease table (one item per shard, keyed leaseKey = shard id) and created, on-demand,
+// if missing. A position is written only when the runner finalizes the bundle that read it,
+// a job started on the table resumes every shard after its committed checkpoint (shards
+// without one start at WithStartingPosition; closed shards at SHARD_END are not read again),
+// and Read reads a child shard only once each parent's item says SHARD_END. A second job on
+// the same table takes the leases over; the first then stops reading those shards. The
+// region and credentials are the Kinesis client's.
+func WithCheckpointTable(table string) Option {
+	return Option{name: "WithCheckpointTable", dirs: dirRead, apply: func(c *config) error {
+		if !tableNamePattern.MatchString(table) {
+			return fmt.Errorf("table name %q is invalid: DynamoDB table names are 3 to 255 characters of a-z, A-Z, 0-9, '_', '.' and '-'", table)
+		}
+		c.read.checkpointTable = table
+		return nil
+	}}
+}
+
+// WithCheckpointTableEndpoint sets the DynamoDB endpoint of WithCheckpointTable, e.g.
+// "http://127.0.0.1:8000" for a local DynamoDB.
+func WithCheckpointTableEndpoint(endpoint string) Option {
+	return Option{name: "WithCheckpointTableEndpoint", dirs: dirRead, apply: func(c *config) error {
+		u, err := url.Parse(endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("endpoint %q is not an http(s) URL like \"http://127.0.0.1:8000\"", endpoint)
+		}
+		c.read.checkpointEndpoint = endpoint
+		return nil
+	}}
 }
 
 // EventTimeFn assigns event times to records under WithCustomWatermarkPolicy. The watermark

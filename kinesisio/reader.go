@@ -56,6 +56,8 @@ type readSpec struct {
 	ConsumerName        string
 	ConsumerARN         string
 	NoSubscriptionReuse bool
+	// Checkpoint names the checkpoint table (checkpoint.go), if any.
+	Checkpoint checkpointSpec
 }
 
 func newReadSpec(stream string, cfg config) readSpec {
@@ -77,6 +79,7 @@ func newReadSpec(stream string, cfg config) readSpec {
 		ConsumerName:         cfg.read.consumerName,
 		ConsumerARN:          cfg.read.consumerARN,
 		NoSubscriptionReuse:  cfg.read.noSubscriptionReuse,
+		Checkpoint:           newCheckpointSpec(cfg),
 	}
 	if cfg.read.timestampFn != nil {
 		// Validated when the option was applied.
@@ -92,6 +95,8 @@ type shardReader struct {
 	client *kinesis.Client
 	policy watermarkPolicy
 	retry  backoff.Policy
+	// cp is the checkpoint table, or nil.
+	cp *checkpointer
 
 	// consumerMu guards consumerARN, the enhanced fan-out consumer once resolved.
 	consumerMu  sync.Mutex
@@ -109,11 +114,18 @@ func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
 			return nil, err
 		}
 	}
+	var cp *checkpointer
+	if spec.Checkpoint.enabled() {
+		if cp, err = openCheckpointer(ctx, spec.Client, spec.Checkpoint); err != nil {
+			return nil, err
+		}
+	}
 	return &shardReader{
 		spec:   spec,
 		client: client,
 		policy: policy,
 		retry:  backoff.Policy{Retries: spec.Retry.NumRetries, Initial: spec.Retry.RetryInterval, Max: spec.Retry.MaxRetryInterval},
+		cp:     cp,
 	}, nil
 }
 

@@ -75,6 +75,7 @@ func initialRestriction(d shardDescriptor, maxRecords int64) shardRestriction {
 	return shardRestriction{
 		StartKind:   d.StartKind,
 		StartSeq:    d.StartSeq,
+		StartSub:    d.StartSub,
 		StartTimeMs: d.StartTimeMs,
 		EndTimeMs:   d.EndTimeMs,
 		MaxRecords:  maxRecords,

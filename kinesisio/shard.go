@@ -23,10 +23,12 @@ type shardDescriptor struct {
 	// drop aggregates that a producer routed to the wrong shard.
 	StartingHashKey string
 	EndingHashKey   string
-	// StartKind, StartSeq and StartTimeMs say where the shard is first read (a start kind
-	// from position.go; never startLatest).
+	// StartKind, StartSeq, StartSub and StartTimeMs say where the shard is first read (a
+	// start kind from position.go; never startLatest). StartSub is set for a resume from the
+	// checkpoint table inside a KPL aggregate (startAfterSubSequence).
 	StartKind   int64
 	StartSeq    string
+	StartSub    int64
 	StartTimeMs int64
 	// EndTimeMs, when positive, ends the shard after every record that arrived at or before
 	// it has been read (ReadBounded and WithMaxReadTime).

@@ -44,6 +44,7 @@ type shardTracker struct {
 	last          recordClaim
 	verifiedMs    int64
 	stopped       bool // the range's end was reached
+	shardEnd      bool // the shard is closed and was read to its end
 	checkpointed  bool // TrySplit(0) handed the rest to a residual
 	err           error
 	skip          *recordPosition
@@ -73,7 +74,7 @@ func (t *shardTracker) TryClaim(pos any) bool {
 	}
 	switch c := pos.(type) {
 	case shardEndClaim:
-		t.stopped = true
+		t.stopped, t.shardEnd = true, true
 		return false
 	case caughtUpClaim:
 		if c.AtMs > t.verifiedMs {
@@ -124,6 +125,12 @@ func (t *shardTracker) claimRecord(c recordClaim) bool {
 		t.verifiedMs = c.ArrivalMs
 	}
 	return true
+}
+
+// reached is what a call's claims got to, for the checkpoint table: the last record claimed
+// (ok false when none was) and whether the shard was read to its end.
+func (t *shardTracker) reached() (last recordPosition, ok, shardEnd bool) {
+	return t.last.Pos, t.claimed > 0, t.shardEnd
 }
 
 // limitReached says the shard's record budget is spent or the range's last position claimed.

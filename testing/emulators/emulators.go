@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/beamkinesis/beamkinesis/testing/components"
@@ -39,6 +40,8 @@ type Kind string
 const (
 	KinesisLocal Kind = "kinesis-local"
 	Kinesalite   Kind = "kinesalite"
+	// Dynalite is a DynamoDB implementation (not Kinesis), for the checkpoint table tests.
+	Dynalite Kind = "dynalite"
 )
 
 // Region is the region clients of Emulator.Client sign for.
@@ -237,6 +240,11 @@ func start(ctx context.Context, kind Kind) (*Emulator, error) {
 			"--port", strconv.Itoa(port),
 			"--createStreamMs", "50", "--deleteStreamMs", "50", "--updateStreamMs", "50",
 			"--shardLimit", "200")
+	case Dynalite:
+		// In memory; tables are ACTIVE at once instead of after dynalite's default delay.
+		cmd = exec.Command(node, filepath.Join(pkg, "cli.js"),
+			"--port", strconv.Itoa(port),
+			"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 	default:
 		return nil, fmt.Errorf("emulators: unknown emulator %q", kind)
 	}
@@ -273,18 +281,24 @@ func start(ctx context.Context, kind Kind) (*Emulator, error) {
 	return e, nil
 }
 
-// waitReady polls ListStreams until the emulator answers it, the process
-// exits, ctx ends or startTimeout passes.
+// waitReady polls ListStreams (ListTables for dynalite) until the emulator
+// answers it, the process exits, ctx ends or startTimeout passes.
 func (e *Emulator) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	client := e.Client(func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
+	db := e.DynamoDB(func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var lastErr error
 	for {
 		callCtx, callCancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := client.ListStreams(callCtx, &kinesis.ListStreamsInput{})
+		var err error
+		if e.kind == Dynalite {
+			_, err = db.ListTables(callCtx, &dynamodb.ListTablesInput{})
+		} else {
+			_, err = client.ListStreams(callCtx, &kinesis.ListStreamsInput{})
+		}
 		callCancel()
 		if err == nil {
 			return nil
@@ -311,6 +325,17 @@ func (e *Emulator) URL() string { return e.url }
 // client of kinesistest.HTTPClient. optFns adjust the options further.
 func (e *Emulator) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	return kinesis.New(kinesis.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(e.url),
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		HTTPClient:   kinesistest.HTTPClient(),
+	}, optFns...)
+}
+
+// DynamoDB returns an aws-sdk-go-v2 DynamoDB client for the emulator (dynalite),
+// configured as Client is.
+func (e *Emulator) DynamoDB(optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
 		Region:       Region,
 		BaseEndpoint: aws.String(e.url),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),

@@ -1,0 +1,60 @@
+package kinesisio
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// BenchmarkReadCheckpointTableCost streams the same backlog (4 shards, 40,000 records, read
+// from TRIM_HORIZON, a checkpoint every 1,000 records) without and with a checkpoint table on
+// dynalite, in one run, and reports the throughput ratio, the DynamoDB calls per 1,000
+// records and the commit lag.
+func BenchmarkReadCheckpointTableCost(b *testing.B) {
+	const stream, shards, records = "tablecost", 4, 40000
+	srv := startServer(b, stream, shards)
+	var entries []types.PutRecordsRequestEntry
+	for i := range records {
+		entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String(fmt.Sprint("pk", i)), Data: make([]byte, 100)})
+	}
+	putAll(b, srv.Client(), stream, entries)
+	dyn := emulatorsT(b)
+	run := func(table string) (perSec float64) {
+		benchCount.Store(0)
+		opts := connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(4*time.Second), WithMaxRecordsPerFetch(1000))
+		if table != "" {
+			opts = append(opts, WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn))
+		}
+		p, s := beam.NewPipelineWithRoot()
+		counts := beam.ParDo(s, &countFn{}, Read(s, stream, opts...))
+		beam.ParDo0(s, discardCount, stats.Sum(s, counts))
+		if err := ptest.Run(p); err != nil {
+			b.Fatal(err)
+		}
+		if n := benchCount.Load(); n != records {
+			b.Fatalf("read %d records, want %d", n, records)
+		}
+		return float64(records) / time.Duration(benchLast.Load()-benchFirst.Load()).Seconds()
+	}
+	for i := 0; i < b.N; i++ {
+		plain := run("")
+		calls0, commits0, lag0 := tableCallsTotal.Load(), tableCommitsTotal.Load(), tableLagSumMs.Load()
+		tableLagMaxMs.Store(0)
+		withTable := run(fmt.Sprint("cost", i))
+		calls, commits := tableCallsTotal.Load()-calls0, tableCommitsTotal.Load()-commits0
+		b.ReportMetric(plain, "plain_records/s")
+		b.ReportMetric(withTable, "table_records/s")
+		b.ReportMetric(withTable/plain, "table/plain")
+		b.ReportMetric(float64(calls)*1000/records, "dynamodb_calls/1000records")
+		if commits > 0 {
+			b.ReportMetric(float64(tableLagSumMs.Load()-lag0)/float64(commits), "commit_lag_avg_ms")
+		}
+		b.ReportMetric(float64(tableLagMaxMs.Load()), "commit_lag_max_ms")
+	}
+}
