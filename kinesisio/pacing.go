@@ -26,14 +26,56 @@ import (
 // idle shard then costs at most one ProcessElement call per pacingSleepMax and no API call.
 const pacingSleepMax = 200 * time.Millisecond
 
-// pacer holds, per key, the earliest time of the next call.
+// tipReadsPerSecond is the read budget of a caught-up shard: at most this many GetRecords
+// calls whose answer found the shard caught up, in any second, per read and shard. Kinesis
+// allows 5 reads per second per shard, shared by every consumer of the stream; this leaves
+// one to another consumer (a second application, the AWS console, a KCL worker taking
+// over). A shard with a backlog reads back to back instead, paced by the service's 2 MiB/s
+// and 5 reads/s with backoff on throttling.
+const tipReadsPerSecond = 4
+
+// pacer holds, per key, the earliest time of the next call, and for shard readers the send
+// times of their last caught-up reads.
 type pacer struct {
 	mu   sync.Mutex
 	next map[string]time.Time
+	tips map[string]*tipWindow
+}
+
+// tipWindow holds the send times of a shard's last tipReadsPerSecond caught-up reads, oldest
+// at at[n%len].
+type tipWindow struct {
+	at [tipReadsPerSecond]time.Time
+	n  int
 }
 
 // calls is the worker process's pacer for ListShards polls and GetRecords reads.
-var calls = &pacer{next: map[string]time.Time{}}
+var calls = &pacer{next: map[string]time.Time{}, tips: map[string]*tipWindow{}}
+
+// tipRead records a read of key sent at sent whose answer found the shard caught up.
+func (p *pacer) tipRead(key string, sent time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.tips[key]
+	if w == nil {
+		w = &tipWindow{}
+		p.tips[key] = w
+	}
+	w.at[w.n%len(w.at)] = sent
+	w.n++
+}
+
+// nextTipRead is the earliest time at which key may read again at the tip of its shard
+// within the budget: one second after the oldest of its last tipReadsPerSecond tip reads.
+func (p *pacer) nextTipRead(key string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.tips[key]
+	if w == nil || w.n < len(w.at) {
+		return time.Time{}
+	}
+	return w.at[w.n%len(w.at)].Add(time.Second)
+}
 
 // wait returns how long from now the call for key must wait; 0 when it may go now.
 func (p *pacer) wait(key string, now time.Time) time.Duration {
@@ -59,6 +101,7 @@ func (p *pacer) forget(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.next, key)
+	delete(p.tips, key)
 }
 
 // holdOff makes an early call of an unbounded DoFn wait, for at most pacingSleepMax. If the

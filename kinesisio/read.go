@@ -98,8 +98,19 @@ func (fn *shardFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []sha
 	return []shardRestriction{r}
 }
 
-// RestrictionSize is nominal: the backlog of a shard is unknown until it is read.
-func (fn *shardFn) RestrictionSize(_ shardDescriptor, r shardRestriction) float64 {
+// RestrictionSize is the shard's estimated unread bytes (estimateBacklog) when this worker
+// has read the shard up to where r starts: 0 when it was caught up there. Dataflow scales
+// streaming jobs on it. Otherwise it is the records left under WithMaxRecords, or a nominal
+// 1 for a shard not yet read.
+func (fn *shardFn) RestrictionSize(d shardDescriptor, r shardRestriction) float64 {
+	if r.Empty {
+		return 0
+	}
+	if r.MaxRecords == 0 {
+		if b, ok := memos.backlog(shardKey(fn.Spec.ReadID, d), resumeKey(r, nil)); ok {
+			return b
+		}
+	}
 	return restrictionSize(r)
 }
 
