@@ -172,17 +172,16 @@ func WithIdleTimeBetweenReads(d time.Duration) Option {
 }
 
 // defaultPollInterval is WithPollInterval's default: what Flink's source waits after an
-// empty fetch and KCL's low-latency guidance suggests. With the caught-up budget (4 reads
-// a second, pacing.go) an idle shard then uses 4 of the 5 reads per second Kinesis allows.
+// empty fetch and KCL's low-latency guidance suggests. An idle shard then makes 4 of the 5
+// reads per second Kinesis allows a shard (pacing.go's caught-up budget).
 const defaultPollInterval = 250 * time.Millisecond
 
 // WithPollInterval sets how long a caught-up shard waits after a GetRecords call that
-// returned nothing before it polls again (default 250ms). After a call that returned
-// records, or while the shard is behind (MillisBehindLatest > 0), it reads again at once.
-// Kinesis allows 5 GetRecords calls per second per shard, shared by all consumers of the
-// stream: a caught-up shard never reads more than 4 times a second whatever the interval,
-// leaving at least one read to another consumer; a shard with a backlog reads back to back
-// and backs off when throttled. Longer intervals leave more to other consumers.
+// returned nothing before it polls again (default 250ms). While the shard is behind
+// (MillisBehindLatest > 0) it reads again at once, and backs off when throttled. At the tip
+// of the shard, reads are at least 250 ms apart whatever the interval: Kinesis allows 5
+// GetRecords calls per second per shard, shared by all consumers of the stream, and this
+// leaves at least one to another consumer. Longer intervals leave more to other consumers.
 func WithPollInterval(d time.Duration) Option {
 	return Option{name: "WithPollInterval", dirs: dirRead, apply: func(c *config) error {
 		if d <= 0 {

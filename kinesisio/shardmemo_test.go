@@ -99,7 +99,7 @@ func TestIteratorReusedAcrossCheckpoints(t *testing.T) {
 		h.call(h.rest)
 	}
 	more := putNumbered(t, srv, stream, "s", 3)
-	// The caught-up budget (4 reads a second) may hold the next calls back without a read.
+	// The caught-up budget (a read per 250 ms) may hold the next calls back without a read.
 	for i := 0; len(h.got) < len(want)+len(more) && i < 50; i++ {
 		h.call(h.rest)
 	}
@@ -166,41 +166,49 @@ func TestExpiredParkedIteratorRenewedFromTheRestriction(t *testing.T) {
 	}
 }
 
-// TestReadsAgainAtOnceAfterRecordsAtTheTip: with a poll interval far longer than the test, a
-// call that finds records at the tip of the shard reads again at once, and waits the
-// interval only after the empty answer.
-func TestReadsAgainAtOnceAfterRecordsAtTheTip(t *testing.T) {
+// TestReadsAgainWithinTheBudgetAfterRecordsAtTheTip: with a poll interval far longer than
+// the test, a call that finds records at the tip of the shard asks to read again within the
+// caught-up budget (tipReadGap), and waits the poll interval only after the empty answer.
+func TestReadsAgainWithinTheBudgetAfterRecordsAtTheTip(t *testing.T) {
 	const stream = "adaptive"
 	srv := startServer(t, stream, 1)
 	want := putNumbered(t, srv, stream, "r", 5)
 	h := newMemoHarness(t, srv, stream, WithPollInterval(time.Hour))
 	pc := h.call(h.rest)
 	assertSequence(t, h.got, want)
+	if d := pc.ResumeDelay(); d > tipReadGap {
+		t.Errorf("resume delay %v after records at the tip; want at most the budget's %v", d, tipReadGap)
+	}
+	// The next calls wait out the budget (the pacer holds early ones back), then read.
+	for i := 0; srv.CallCount("GetRecords") < 2 && i < 20; i++ {
+		pc = h.call(h.rest)
+	}
 	if n := srv.CallCount("GetRecords"); n != 2 {
-		t.Errorf("%d GetRecords calls; want 2: the records, then at once the empty answer", n)
+		t.Fatalf("%d GetRecords calls; want 2: the records, then the empty answer", n)
 	}
 	if pc.ResumeDelay() < 59*time.Minute {
 		t.Errorf("resume delay %v after an empty answer; want the poll interval, 1h", pc.ResumeDelay())
 	}
 }
 
-// TestTipBudget checks the caught-up read budget on a synthetic clock: at most
-// tipReadsPerSecond reads in any second.
+// TestTipBudget checks the caught-up read budget on a synthetic clock: tip reads at least
+// tipReadGap apart.
 func TestTipBudget(t *testing.T) {
-	p := &pacer{next: map[string]time.Time{}, tips: map[string]*tipWindow{}}
+	p := &pacer{next: map[string]time.Time{}, tips: map[string]time.Time{}}
 	t0 := time.Unix(1000, 0)
-	for i := range tipReadsPerSecond {
-		if at := p.nextTipRead("k"); !at.IsZero() {
-			t.Fatalf("read %d: next tip read at %v; want now", i, at)
-		}
-		p.tipRead("k", t0.Add(time.Duration(i)*10*time.Millisecond))
+	if at := p.nextTipRead("k"); !at.IsZero() {
+		t.Fatalf("first tip read at %v; want now", at)
 	}
-	if at := p.nextTipRead("k"); !at.Equal(t0.Add(time.Second)) {
-		t.Errorf("after %d reads from %v the next may go at %v; want %v", tipReadsPerSecond, t0, at, t0.Add(time.Second))
+	p.tipRead("k", t0)
+	if at := p.nextTipRead("k"); !at.Equal(t0.Add(tipReadGap)) {
+		t.Errorf("next tip read at %v; want %v", at, t0.Add(tipReadGap))
 	}
-	p.tipRead("k", t0.Add(time.Second))
-	if at, want := p.nextTipRead("k"), t0.Add(time.Second+10*time.Millisecond); !at.Equal(want) {
-		t.Errorf("next tip read at %v; want %v", at, want)
+	p.tipRead("k", t0.Add(-time.Second)) // a late report of an older read changes nothing
+	if at := p.nextTipRead("k"); !at.Equal(t0.Add(tipReadGap)) {
+		t.Errorf("next tip read at %v after an older read; want %v", at, t0.Add(tipReadGap))
+	}
+	if tipReadGap*4 < time.Second || tipReadGap*5 <= time.Second {
+		t.Errorf("budget %v between reads allows more than 4 a second", tipReadGap)
 	}
 	p.forget("k")
 	if at := p.nextTipRead("k"); !at.IsZero() {
