@@ -293,3 +293,51 @@ func TestRestrictionSizeIsTheBacklog(t *testing.T) {
 		t.Errorf("read %d records; want 10", len(h.got))
 	}
 }
+
+// TestBacklogFollowsAProducerThatOutrunsTheReader puts 30 records of 60 to 140 bytes (20 ms
+// apart on the server's clock) for every 20 the reader reads, and after each of the
+// reader's calls compares the residual's RestrictionSize with the bytes the shard really
+// holds after the checkpoint: within ±25 % once the reader has seen a second of arrivals.
+func TestBacklogFollowsAProducerThatOutrunsTheReader(t *testing.T) {
+	const stream = "memo-outrun"
+	clock := kinesistest.NewManualClock(time.Now().Add(-time.Hour))
+	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
+	client := srv.Client()
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(20), WithMaxRecordsPerFetch(20))
+	n := 0
+	var worst float64
+	for step := range 40 {
+		var entries []types.PutRecordsRequestEntry
+		for range 30 {
+			size := 60 + (n*37)%81 // 60..140 bytes, deterministic
+			n++
+			entries = append(entries, types.PutRecordsRequestEntry{Data: make([]byte, size), PartitionKey: aws.String("k")})
+			putAll(t, client, stream, entries[len(entries)-1:])
+			clock.Advance(20 * time.Millisecond)
+		}
+		h.call(h.rest)
+		stored, err := srv.ShardRecords(stream, h.d.ShardID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var unread int64
+		for _, r := range stored {
+			if compareDecimal(r.SequenceNumber, h.rest.StartSeq) > 0 {
+				unread += int64(len(r.Data))
+			}
+		}
+		got := h.fn.RestrictionSize(h.d, h.rest)
+		if step < 3 {
+			continue // fewer than 60 records, about a second of arrivals, seen yet
+		}
+		dev := got/float64(unread) - 1
+		worst = max(worst, dev, -dev)
+		if dev > 0.25 || dev < -0.25 {
+			t.Errorf("step %d: RestrictionSize %.0f, true unread bytes %d (%+.0f %%)", step, got, unread, 100*dev)
+		}
+	}
+	t.Logf("%d records put, %d read; worst deviation of the backlog from the true unread bytes %.1f %%", n, len(h.got), 100*worst)
+	if len(h.got) != 40*20 {
+		t.Errorf("read %d records; want %d", len(h.got), 40*20)
+	}
+}
