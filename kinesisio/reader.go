@@ -18,6 +18,8 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // minRetention is the shortest retention Kinesis allows. A position verified (read, or
@@ -127,13 +129,15 @@ func shardKey(readID string, d shardDescriptor) string {
 
 // readState is what one call of process knows beyond the restriction.
 type readState struct {
-	d         shardDescriptor
-	hr        hashRange
-	start     shardRestriction // where the iterator was opened: the restriction, or the trim horizon after data loss
-	iterator  string
-	skip      *recordPosition // records up to here were claimed before this restriction
-	lastClaim *recordClaim    // the last record claimed in this call
-	emitted   int64
+	d shardDescriptor
+	// streamName is the stream's name, also when the read was given its ARN.
+	streamName string
+	hr         hashRange
+	start      shardRestriction // where the iterator was opened: the restriction, or the trim horizon after data loss
+	iterator   string
+	skip       *recordPosition // records up to here were claimed before this restriction
+	lastClaim  *recordClaim    // the last record claimed in this call
+	emitted    int64
 	// limit, when positive, is how many user records this call emits before it checkpoints
 	// (WithMaxRecordsPerFetch, for the unbounded reader); the checkpoint may fall inside an
 	// aggregate.
@@ -142,7 +146,7 @@ type readState struct {
 
 // newReadState is the state of a call that reads d from rest.
 func (r *shardReader) newReadState(d shardDescriptor, rest shardRestriction, bounded bool) readState {
-	st := readState{d: d, hr: d.hashRange(), start: rest, skip: rest.skipThrough()}
+	st := readState{d: d, streamName: streamarn.Name(d.Stream), hr: d.hashRange(), start: rest, skip: rest.skipThrough()}
 	if !bounded {
 		st.limit = r.spec.MaxRecordsPerFetch
 	}
@@ -379,7 +383,7 @@ func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.Lo
 				return i, true, rt.GetError()
 			}
 			rec := Record{
-				StreamName:                  st.d.Stream,
+				StreamName:                  st.streamName,
 				ShardID:                     st.d.ShardID,
 				PartitionKey:                u.PartitionKey,
 				ExplicitHashKey:             u.ExplicitHashKey,
@@ -568,9 +572,9 @@ func dataLossError(d shardDescriptor, rest shardRestriction, oldest string) erro
 // oldest retained sequence number (or "none") when that is later than seq, and "" when seq is
 // still retained.
 func (r *shardReader) startTrimmed(ctx context.Context, d shardDescriptor, seq string) (string, error) {
-	it, err := r.getShardIterator(ctx, d, &kinesis.GetShardIteratorInput{
-		StreamName: aws.String(d.Stream), ShardId: aws.String(d.ShardID), ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
-	})
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(d.ShardID), ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
+	in.StreamName, in.StreamARN = streamarn.Input(d.Stream)
+	it, err := r.getShardIterator(ctx, d, in)
 	if err != nil {
 		return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
 	}
