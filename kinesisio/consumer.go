@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // consumerARNPattern is the service's pattern for stream consumer ARNs.
@@ -88,7 +90,7 @@ func (r *shardReader) resolveConsumer(ctx context.Context) (string, error) {
 	var summary *kinesis.DescribeStreamSummaryOutput
 	if err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
 		var err error
-		summary, err = r.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(r.spec.Stream)})
+		summary, err = r.client.DescribeStreamSummary(ctx, streamarn.SummaryInput(r.spec.Stream))
 		return err
 	}, nil); err != nil {
 		return "", fmt.Errorf("describing the stream: %w", err)

@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // discoverySpec is the configuration of shard discovery. Its fields are exported because
@@ -83,7 +85,8 @@ func (s discoverySpec) endTimeMs(startMs int64, atStart bool) int64 {
 func (s discoverySpec) listShards(ctx context.Context, client *kinesis.Client, filter *types.ShardFilter) ([]types.Shard, error) {
 	policy := backoff.Policy{Retries: s.Retry.NumRetries, Initial: s.Retry.RetryInterval, Max: s.Retry.MaxRetryInterval}
 	var shards []types.Shard
-	in := &kinesis.ListShardsInput{StreamName: aws.String(s.Stream), ShardFilter: filter}
+	in := &kinesis.ListShardsInput{ShardFilter: filter}
+	in.StreamName, in.StreamARN = streamarn.Input(s.Stream)
 	for {
 		var out *kinesis.ListShardsOutput
 		err := backoff.Do(ctx, policy, func(ctx context.Context) error {

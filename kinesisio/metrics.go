@@ -19,4 +19,9 @@ var (
 	shardsDiscovered     = beam.NewCounter(metricsNamespace, "shards_discovered")
 	millisBehindLatest   = beam.NewGauge(metricsNamespace, "millis_behind_latest")
 	recordsPerCall       = beam.NewDistribution(metricsNamespace, "records_per_getrecords")
+	// iteratorsReused counts ProcessElement calls that continued the shard iterator the
+	// previous call on this worker left, instead of calling GetShardIterator.
+	iteratorsReused = beam.NewCounter(metricsNamespace, "iterators_reused")
+	// backlogBytes is the latest estimate of a shard's unread bytes (shardmemo.go).
+	backlogBytes = beam.NewGauge(metricsNamespace, "backlog_bytes")
 )

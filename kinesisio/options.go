@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // direction says which transforms an Option applies to.
@@ -158,10 +161,32 @@ var (
 	streamNamePattern  = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 )
 
-// validateStreamName checks a stream name against the service's pattern.
+// validateStreamName checks a stream name, or a stream ARN, against the service's patterns.
 func validateStreamName(transform, name string) {
+	if strings.HasPrefix(name, "arn:") {
+		if _, ok := streamarn.Parse(name); !ok {
+			panic(fmt.Sprintf("%s: stream ARN %q is invalid: a Kinesis stream ARN is arn:aws:kinesis:<region>:<12-digit account>:stream/<name>", transform, name))
+		}
+		return
+	}
 	if !streamNamePattern.MatchString(name) {
-		panic(fmt.Sprintf("%s: stream name %q is invalid: Kinesis stream names are 1 to 128 characters of a-z, A-Z, 0-9, '_', '.' and '-'", transform, name))
+		panic(fmt.Sprintf("%s: stream name %q is invalid: Kinesis stream names are 1 to 128 characters of a-z, A-Z, 0-9, '_', '.' and '-'; or pass the stream's ARN", transform, name))
+	}
+}
+
+// regionFromStreamARN makes the region of a stream given by ARN the client's region. A
+// WithRegion that names another region panics: the ARN's stream is only in its own.
+func regionFromStreamARN(transform, stream string, cfg *config) {
+	a, ok := streamarn.Parse(stream)
+	if !ok {
+		return
+	}
+	switch cfg.client.Region {
+	case "":
+		cfg.client.Region = a.Region
+	case a.Region:
+	default:
+		panic(fmt.Sprintf("%s: the stream ARN %s is in region %s but WithRegion says %s; drop WithRegion or make them agree", transform, stream, a.Region, cfg.client.Region))
 	}
 }
 

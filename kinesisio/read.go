@@ -39,6 +39,7 @@ func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 	s = s.Scope("kinesisio.Read")
 	validateStreamName("kinesisio.Read", stream)
 	cfg := buildConfig("kinesisio.Read", dirRead, opts)
+	regionFromStreamARN("kinesisio.Read", stream, &cfg)
 	shards := beam.ParDo(s, &discoverFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
 	shards = beam.Reshuffle(s, shards)
 	return beam.ParDo(s, &readFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
@@ -53,6 +54,7 @@ func ReadBounded(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 	s = s.Scope("kinesisio.ReadBounded")
 	validateStreamName("kinesisio.ReadBounded", stream)
 	cfg := buildConfig("kinesisio.ReadBounded", dirRead, opts)
+	regionFromStreamARN("kinesisio.ReadBounded", stream, &cfg)
 	shards := beam.ParDo(s, &discoverBoundedFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
 	shards = beam.Reshuffle(s, shards)
 	return beam.ParDo(s, &readBoundedFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
@@ -98,8 +100,19 @@ func (fn *shardFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []sha
 	return []shardRestriction{r}
 }
 
-// RestrictionSize is nominal: the backlog of a shard is unknown until it is read.
-func (fn *shardFn) RestrictionSize(_ shardDescriptor, r shardRestriction) float64 {
+// RestrictionSize is the shard's estimated unread bytes (estimateBacklog) when this worker
+// has read the shard up to where r starts: 0 when it was caught up there. Dataflow scales
+// streaming jobs on it. Otherwise it is the records left under WithMaxRecords, or a nominal
+// 1 for a shard not yet read.
+func (fn *shardFn) RestrictionSize(d shardDescriptor, r shardRestriction) float64 {
+	if r.Empty {
+		return 0
+	}
+	if r.MaxRecords == 0 {
+		if b, ok := memos.backlog(shardKey(fn.Spec.ReadID, d), resumeKey(r, nil)); ok {
+			return b
+		}
+	}
 	return restrictionSize(r)
 }
 

@@ -18,6 +18,8 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // minRetention is the shortest retention Kinesis allows. A position verified (read, or
@@ -129,20 +131,25 @@ func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
 	}, nil
 }
 
-// pacingKey is the shard's key in the worker's pacer: the read and the shard.
-func (r *shardReader) pacingKey(d shardDescriptor) string {
-	return r.spec.ReadID + "/" + d.Stream + "/" + d.ShardID
+// pacingKey is the shard's key in the worker's pacer and memo cache: the read and the shard.
+func (r *shardReader) pacingKey(d shardDescriptor) string { return shardKey(r.spec.ReadID, d) }
+
+// shardKey is the key of shard d of the read readID in the worker's pacer and memo cache.
+func shardKey(readID string, d shardDescriptor) string {
+	return readID + "/" + d.Stream + "/" + d.ShardID
 }
 
 // readState is what one call of process knows beyond the restriction.
 type readState struct {
-	d         shardDescriptor
-	hr        hashRange
-	start     shardRestriction // where the iterator was opened: the restriction, or the trim horizon after data loss
-	iterator  string
-	skip      *recordPosition // records up to here were claimed before this restriction
-	lastClaim *recordClaim    // the last record claimed in this call
-	emitted   int64
+	d shardDescriptor
+	// streamName is the stream's name, also when the read was given its ARN.
+	streamName string
+	hr         hashRange
+	start      shardRestriction // where the iterator was opened: the restriction, or the trim horizon after data loss
+	iterator   string
+	skip       *recordPosition // records up to here were claimed before this restriction
+	lastClaim  *recordClaim    // the last record claimed in this call
+	emitted    int64
 	// limit, when positive, is how many user records this call emits before it checkpoints
 	// (WithMaxRecordsPerFetch, for the unbounded reader); the checkpoint may fall inside an
 	// aggregate.
@@ -151,7 +158,7 @@ type readState struct {
 
 // newReadState is the state of a call that reads d from rest.
 func (r *shardReader) newReadState(d shardDescriptor, rest shardRestriction, bounded bool) readState {
-	st := readState{d: d, hr: d.hashRange(), start: rest, skip: rest.skipThrough()}
+	st := readState{d: d, streamName: streamarn.Name(d.Stream), hr: d.hashRange(), start: rest, skip: rest.skipThrough()}
 	if !bounded {
 		st.limit = r.spec.MaxRecordsPerFetch
 	}
@@ -173,6 +180,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 	key := r.pacingKey(d)
 	if rest.Empty {
 		calls.forget(key)
+		memos.forget(key)
 		return sdf.StopProcessing(), nil
 	}
 	// A call that comes before the shard's next read is due (the runner did not wait as
@@ -186,13 +194,27 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 	}
 	rs := r.newReadState(d, rest, bounded)
 	st := &rs
-	if err := r.open(ctx, st, rest); err != nil {
+	if it, ok := memos.takeIterator(key, resumeKey(rest, nil), time.Now()); ok {
+		// The last call on this worker stopped exactly where this one starts.
+		st.iterator = it
+		iteratorsReused.Inc(ctx, 1)
+	} else if err := r.open(ctx, st, rest); err != nil {
 		return r.readError(ctx, rt, st, "", err)
-	}
-	if rest.Claimed == 0 && rest.VerifiedMs == 0 {
+	} else if rest.Claimed == 0 && rest.VerifiedMs == 0 {
 		log.Infof(ctx, "kinesisio: opened %v at %s", d, rest.startString())
 	} else {
 		log.Debugf(ctx, "kinesisio: resumed %v at %s", d, rest.startString())
+	}
+	// checkpoint ends an unbounded call that has consumed every record of the responses it
+	// fetched: it leaves the next iterator and the backlog for the call that resumes at the
+	// checkpoint, and asks to be resumed after wait.
+	var backlog float64
+	checkpoint := func(wait time.Duration) (sdf.ProcessContinuation, error) {
+		at := resumeKey(rest, st.lastClaim)
+		now := time.Now()
+		memos.parkIterator(key, at, st.iterator, now)
+		memos.setBacklog(key, at, backlog, now)
+		return sdf.ResumeProcessingIn(wait), nil
 	}
 
 	callStart := time.Now()
@@ -237,7 +259,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 					continue
 				}
 				calls.notBefore(key, time.Now().Add(r.retry.Max))
-				return sdf.ResumeProcessingIn(r.retry.Max), nil
+				return checkpoint(r.retry.Max)
 			}
 			return r.readError(ctx, rt, st, "", fmt.Errorf("kinesisio: reading %v: %w", d, err))
 		}
@@ -249,6 +271,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 			cancelNext = cancel
 			go func(ch chan<- fetchResult, it string) { ch <- r.fetch(fctx, d, it) }(next, aws.ToString(out.NextShardIterator))
 		}
+		backlog = r.observeBacklog(ctx, rt, key, out)
 
 		next, done, err := r.emitRecords(ctx, st, rt, out.Records, emit)
 		if err != nil || done {
@@ -256,7 +279,8 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 		}
 		if next < len(out.Records) {
 			// The call's budget ran out inside the response, perhaps inside an aggregate:
-			// checkpoint after the last record emitted.
+			// checkpoint after the last record emitted. The response's next iterator is past
+			// records not emitted, so none is left for the next call.
 			return sdf.ResumeProcessingIn(0), nil
 		}
 		if out.MillisBehindLatest != nil {
@@ -267,6 +291,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 		if out.NextShardIterator == nil {
 			rt.TryClaim(shardEndClaim{})
 			calls.forget(key)
+			memos.forget(key)
 			log.Infof(ctx, "kinesisio: %v is closed and fully read", d)
 			return sdf.StopProcessing(), rt.GetError()
 		}
@@ -277,22 +302,63 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 					return nil, err
 				}
 				calls.forget(key)
+				memos.forget(key)
 				log.Infof(ctx, "kinesisio: %v has been read to the end of the read", d)
 				return sdf.StopProcessing(), nil
 			}
+			// At the tip of the shard: after records, read again at once; after an empty
+			// answer, wait the poll interval; and never more than the caught-up budget.
+			calls.tipRead(key, sent)
+			due := calls.nextTipRead(key)
+			if len(out.Records) == 0 {
+				due = maxTime(due, sent.Add(r.spec.PollInterval))
+			}
+			wait := time.Until(due)
 			if bounded {
-				if err := backoff.Sleep(ctx, r.spec.PollInterval); err != nil {
+				if err := backoff.Sleep(ctx, wait); err != nil {
 					return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
 				}
 				continue
 			}
-			calls.notBefore(key, sent.Add(r.spec.PollInterval))
-			return sdf.ResumeProcessingIn(r.spec.PollInterval), nil
+			if wait > 0 {
+				calls.notBefore(key, due)
+				return checkpoint(wait)
+			}
 		}
 		if !bounded && (st.spent() || time.Since(callStart) >= r.spec.MaxFetchTime) {
-			return sdf.ResumeProcessingIn(0), nil
+			return checkpoint(0)
 		}
 	}
+}
+
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// observeBacklog adds a response to the shard's byte rate and reports the resulting backlog
+// estimate to the tracker, whose progress it becomes, and returns it.
+func (r *shardReader) observeBacklog(ctx context.Context, rt *sdf.LockRTracker, key string, out *kinesis.GetRecordsOutput) float64 {
+	var s rateSample
+	for i := range out.Records {
+		s.bytes += int64(len(out.Records[i].Data))
+	}
+	if n := len(out.Records); n > 0 {
+		s.head = int64(len(out.Records[0].Data))
+		s.firstMs = aws.ToTime(out.Records[0].ApproximateArrivalTimestamp).UnixMilli()
+		s.last = aws.ToTime(out.Records[n-1].ApproximateArrivalTimestamp).UnixMilli()
+	}
+	b := memos.observe(key, s, len(out.Records), aws.ToInt64(out.MillisBehindLatest), time.Now())
+	rt.Mu.Lock()
+	if t, ok := rt.Rt.(*shardTracker); ok {
+		t.setBacklog(b)
+	}
+	rt.Mu.Unlock()
+	backlogBytes.Set(ctx, int64(b))
+	return b
 }
 
 // emitRecords claims and emits the user records of one GetRecords response or
@@ -324,12 +390,12 @@ func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.Lo
 				}
 				st.skip = nil
 			}
-			claim := recordClaim{Pos: pos, Last: sub == len(urs)-1, ArrivalMs: arrival.UnixMilli()}
+			claim := recordClaim{Pos: pos, Last: sub == len(urs)-1, ArrivalMs: arrival.UnixMilli(), Bytes: int64(len(u.Data))}
 			if !rt.TryClaim(claim) {
 				return i, true, rt.GetError()
 			}
 			rec := Record{
-				StreamName:                  st.d.Stream,
+				StreamName:                  st.streamName,
 				ShardID:                     st.d.ShardID,
 				PartitionKey:                u.PartitionKey,
 				ExplicitHashKey:             u.ExplicitHashKey,
@@ -518,9 +584,9 @@ func dataLossError(d shardDescriptor, rest shardRestriction, oldest string) erro
 // oldest retained sequence number (or "none") when that is later than seq, and "" when seq is
 // still retained.
 func (r *shardReader) startTrimmed(ctx context.Context, d shardDescriptor, seq string) (string, error) {
-	it, err := r.getShardIterator(ctx, d, &kinesis.GetShardIteratorInput{
-		StreamName: aws.String(d.Stream), ShardId: aws.String(d.ShardID), ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
-	})
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(d.ShardID), ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
+	in.StreamName, in.StreamARN = streamarn.Input(d.Stream)
+	it, err := r.getShardIterator(ctx, d, in)
 	if err != nil {
 		return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // shardRestriction is the part of one shard a shard reader still has to read: a range of
@@ -113,7 +115,8 @@ func (r shardRestriction) sequenceStart() (string, bool) {
 
 // iteratorInput is the GetShardIterator request that opens the range at its start.
 func (r shardRestriction) iteratorInput(d shardDescriptor) *kinesis.GetShardIteratorInput {
-	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(d.Stream), ShardId: aws.String(d.ShardID)}
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(d.ShardID)}
+	in.StreamName, in.StreamARN = streamarn.Input(d.Stream)
 	switch r.StartKind {
 	case startAtTimestamp:
 		t := time.UnixMilli(r.StartTimeMs)

@@ -21,6 +21,8 @@ type recordClaim struct {
 	Pos       recordPosition
 	Last      bool
 	ArrivalMs int64
+	// Bytes is the user record's data size, for progress.
+	Bytes int64
 }
 
 // shardEndClaim says the shard is closed and fully read; it finishes the restriction.
@@ -50,6 +52,17 @@ type shardTracker struct {
 	skip          *recordPosition
 	sequenceStart string
 	startExcluded bool
+	// claimedBytes is the data of the records claimed; backlog, when hasBacklog, the
+	// reader's latest estimate of the shard's unread bytes (shardmemo.go).
+	claimedBytes int64
+	backlog      float64
+	hasBacklog   bool
+}
+
+// setBacklog records the reader's estimate of the shard's unread bytes, which progress
+// reports as the remaining work.
+func (t *shardTracker) setBacklog(bytes float64) {
+	t.backlog, t.hasBacklog = bytes, true
 }
 
 func newShardTracker(rest shardRestriction) *shardTracker {
@@ -120,6 +133,7 @@ func (t *shardTracker) claimRecord(c recordClaim) bool {
 		return false
 	}
 	t.claimed++
+	t.claimedBytes += c.Bytes
 	t.last = c
 	if c.ArrivalMs > t.verifiedMs {
 		t.verifiedMs = c.ArrivalMs
@@ -155,15 +169,24 @@ func (t *shardTracker) IsBounded() bool { return t.rest.bounded() }
 // GetRestriction returns the range as it stands (the primary after a split).
 func (t *shardTracker) GetRestriction() any { return t.rest }
 
-// GetProgress reports the records claimed so far and, as remaining work, the records left
-// under WithMaxRecords or a nominal 1 for an open shard.
+// GetProgress reports the work done and left. Under WithMaxRecords both are records: those
+// claimed and those left. Otherwise both are bytes: the data claimed and the reader's
+// estimate of the shard's unread bytes (0 when caught up), or a nominal 1 before the
+// reader has made one.
 func (t *shardTracker) GetProgress() (done, remaining float64) {
-	done = float64(t.claimed)
+	if t.rest.MaxRecords > 0 {
+		done = float64(t.claimed)
+		if !t.IsDone() {
+			remaining = float64(t.rest.MaxRecords - t.rest.Claimed - t.claimed)
+		}
+		return done, remaining
+	}
+	done = float64(t.claimedBytes)
 	switch {
 	case t.IsDone():
 		remaining = 0
-	case t.rest.MaxRecords > 0:
-		remaining = float64(t.rest.MaxRecords - t.rest.Claimed - t.claimed)
+	case t.hasBacklog:
+		remaining = t.backlog
 	default:
 		remaining = 1
 	}

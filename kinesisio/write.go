@@ -64,6 +64,7 @@ func Write(s beam.Scope, stream string, msgs beam.PCollection, opts ...Option) b
 	s = s.Scope(transform)
 	validateStreamName(transform, stream)
 	cfg := buildConfig(transform, dirWrite, opts)
+	regionFromStreamARN(transform, stream, &cfg)
 	if t := msgs.Type().Type(); t != reflect.TypeOf(Message{}) {
 		panic(fmt.Sprintf("%s: the input must be a PCollection of kinesisio.Message, got %v; build messages with MessagesFromBytes, MessagesFromStrings or MessagesWithRandomKeys", transform, t))
 	}

@@ -44,7 +44,7 @@ import (
 
 // Config says what to measure and how big.
 type Config struct {
-	// Rows to run, by number (1..6); empty means all.
+	// Rows to run, by number (1..8); empty means all.
 	Rows map[int]bool
 	// Records is the number of 100-byte records read in rows 1, 2 and 5 and written in row 5.
 	Records int
@@ -59,6 +59,10 @@ type Config struct {
 	// records per second.
 	LatencyTime time.Duration
 	LatencyRate int
+	// IdleTime is how long row 7 reads its idle shards.
+	IdleTime time.Duration
+	// ManyShards are the shard counts of row 8's ReadBounded runs.
+	ManyShards []int
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 }
@@ -70,6 +74,8 @@ func FullConfig() Config {
 		WriteShards: 2, WriteSeconds: 5,
 		CodecRecords: 2_000_000,
 		LatencyTime:  20 * time.Second, LatencyRate: 200,
+		IdleTime:   30 * time.Second,
+		ManyShards: []int{1000, 10000},
 	}
 }
 
@@ -80,6 +86,8 @@ func QuickConfig() Config {
 		WriteShards: 2, WriteSeconds: 2,
 		CodecRecords: 200_000,
 		LatencyTime:  5 * time.Second, LatencyRate: 100,
+		IdleTime:   5 * time.Second,
+		ManyShards: []int{1000},
 	}
 }
 

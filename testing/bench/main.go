@@ -24,7 +24,7 @@ func main() {
 		return
 	}
 	quick := flag.Bool("quick", false, "scale sizes down (50,000 records) for CI")
-	rows := flag.String("rows", "", "comma-separated rows to run, 1..6 (default all)")
+	rows := flag.String("rows", "", "comma-separated rows to run, 1..8 (default all)")
 	records := flag.Int("records", 0, "records per read and write (overrides the mode's size)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each connector pipeline to this path plus \".<pipeline>\"")
 	memprofile := flag.String("memprofile", "", "write an allocation profile to this file at the end")
@@ -75,8 +75,8 @@ func parseRows(s string) (map[int]bool, error) {
 	out := map[int]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 6 {
-			return nil, fmt.Errorf("--rows: %q is not a row number 1..6", f)
+		if err != nil || n < 1 || n > 8 {
+			return nil, fmt.Errorf("--rows: %q is not a row number 1..8", f)
 		}
 		out[n] = true
 	}

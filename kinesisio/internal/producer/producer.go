@@ -23,6 +23,8 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/ratelimit"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/route"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // Per-shard write limits of the service (kinesis-protocol-notes §2.1).
@@ -53,7 +55,7 @@ type API interface {
 
 // Config configures a Producer. Limits must be valid (batch.Limits.Validate).
 type Config struct {
-	// Stream is the stream name.
+	// Stream is the stream name or ARN.
 	Stream string
 	// Limits bounds aggregates and requests.
 	Limits batch.Limits
@@ -625,7 +627,8 @@ func (p *Producer) requeue(e *batch.Entry) {
 // send makes one PutRecords call for req, retrying whole-request failures, and settles
 // every entry: acknowledged, retried, re-routed or failed.
 func (p *Producer) send(req *batch.Request) {
-	in := &kinesis.PutRecordsInput{StreamName: aws.String(p.cfg.Stream), Records: make([]types.PutRecordsRequestEntry, len(req.Entries))}
+	in := &kinesis.PutRecordsInput{Records: make([]types.PutRecordsRequestEntry, len(req.Entries))}
+	in.StreamName, in.StreamARN = streamarn.Input(p.cfg.Stream)
 	for i, e := range req.Entries {
 		e.Attempts++
 		for _, it := range e.Items {
@@ -819,7 +822,7 @@ func StreamMaxRecordBytes(ctx context.Context, api Describer, stream string, pol
 	var out *kinesis.DescribeStreamSummaryOutput
 	err := backoff.Do(ctx, policy, func(ctx context.Context) error {
 		var err error
-		out, err = api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		out, err = api.DescribeStreamSummary(ctx, streamarn.SummaryInput(stream))
 		return err
 	}, nil)
 	if err != nil {

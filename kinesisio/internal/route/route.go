@@ -17,6 +17,8 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // Shard is an open shard and its inclusive hash key range.
@@ -99,10 +101,10 @@ func List(ctx context.Context, api Lister, stream string, policy backoff.Policy,
 	fetched := now()
 	var shards []Shard
 	in := &kinesis.ListShardsInput{
-		StreamName:  aws.String(stream),
 		ShardFilter: &types.ShardFilter{Type: types.ShardFilterTypeAtLatest},
 		MaxResults:  aws.Int32(1000),
 	}
+	in.StreamName, in.StreamARN = streamarn.Input(stream)
 	for {
 		var out *kinesis.ListShardsOutput
 		err := backoff.Do(ctx, policy, func(ctx context.Context) error {
