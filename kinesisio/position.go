@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 )
 
 // Start kinds. They travel inside shard descriptors and restrictions (as int64 fields, which
@@ -60,7 +61,7 @@ type recordPosition struct {
 // compare orders positions by sequence number (numerically) and then sub-sequence number.
 // Both sequence numbers must be canonical decimals.
 func (p recordPosition) compare(q recordPosition) int {
-	if c := compareDecimal(p.Seq, q.Seq); c != 0 {
+	if c := seqnum.Compare(p.Seq, q.Seq); c != 0 {
 		return c
 	}
 	switch {

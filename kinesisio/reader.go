@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
@@ -602,7 +603,7 @@ func (r *shardReader) startTrimmed(ctx context.Context, d shardDescriptor, seq s
 		}
 		if len(out.Records) > 0 {
 			oldest := aws.ToString(out.Records[0].SequenceNumber)
-			if compareDecimal(oldest, seq) > 0 {
+			if seqnum.Compare(oldest, seq) > 0 {
 				return oldest, nil
 			}
 			return "", nil

@@ -1,6 +1,10 @@
 package kinesisio
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
+)
 
 // CompareSequenceNumbers compares two Kinesis sequence numbers numerically and returns -1, 0
 // or +1. Sequence numbers are decimal strings of up to 129 digits (56 digits in practice), so
@@ -13,24 +17,7 @@ func CompareSequenceNumbers(a, b string) (int, error) {
 	if err := validateSequenceNumber(b); err != nil {
 		return 0, err
 	}
-	return compareDecimal(a, b), nil
-}
-
-// compareDecimal compares two canonical (validated) decimal strings. Without leading zeros
-// the longer string is the larger number, and equal lengths compare digit by digit, which is
-// exact and allocation-free, unlike math/big.
-func compareDecimal(a, b string) int {
-	switch {
-	case len(a) < len(b):
-		return -1
-	case len(a) > len(b):
-		return 1
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return seqnum.Compare(a, b), nil
 }
 
 // validateSequenceNumber checks the service's pattern 0|([1-9]\d{0,128}).

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
@@ -322,7 +323,7 @@ func TestBacklogFollowsAProducerThatOutrunsTheReader(t *testing.T) {
 		}
 		var unread int64
 		for _, r := range stored {
-			if compareDecimal(r.SequenceNumber, h.rest.StartSeq) > 0 {
+			if seqnum.Compare(r.SequenceNumber, h.rest.StartSeq) > 0 {
 				unread += int64(len(r.Data))
 			}
 		}

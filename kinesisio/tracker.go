@@ -3,6 +3,8 @@ package kinesisio
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 )
 
 // refusedSplits counts the fractional splits shard trackers in this process have refused
@@ -120,7 +122,7 @@ func (t *shardTracker) claimRecord(c recordClaim) bool {
 			t.err = fmt.Errorf("kinesisio: claim of record %v is not after the restriction start %v", c.Pos, t.rest.startString())
 			return false
 		}
-	} else if t.sequenceStart != "" && compareDecimal(c.Pos.Seq, t.sequenceStart) < 0 {
+	} else if t.sequenceStart != "" && seqnum.Compare(c.Pos.Seq, t.sequenceStart) < 0 {
 		t.err = fmt.Errorf("kinesisio: claim of record %v is before the restriction start %v", c.Pos, t.rest.startString())
 		return false
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 )
 
 // The symbolic checkpoints KCL writes besides sequence numbers.
@@ -82,13 +83,10 @@ func Compare(a, b Position) int {
 	if ra != 1 {
 		return 0
 	}
+	if c := seqnum.Compare(a.Seq, b.Seq); c != 0 {
+		return c
+	}
 	switch {
-	case len(a.Seq) != len(b.Seq):
-		return len(a.Seq) - len(b.Seq)
-	case a.Seq < b.Seq:
-		return -1
-	case a.Seq > b.Seq:
-		return 1
 	case a.Sub < b.Sub:
 		return -1
 	case a.Sub > b.Sub:
