@@ -38,9 +38,12 @@ func init() {
 	cborDec, err = cbor.DecOptions{
 		MaxArrayElements: 1 << 20,
 		MaxMapPairs:      1 << 20,
-		// The Java SDKs send strings as text strings; accept byte strings
-		// where a string is expected all the same.
-		ByteStringToString: cbor.ByteStringToStringAllowed,
+		// Strings must arrive as text strings, which the decoder checks are
+		// valid UTF-8 (as the service, whose members are Unicode strings,
+		// requires). The Java SDKs write them so; a byte string where a string
+		// is expected could carry any bytes into stream names, partition keys
+		// and the messages that echo them, so it is a SerializationException.
+		ByteStringToString: cbor.ByteStringToStringForbidden,
 	}.DecMode()
 	if err != nil {
 		panic("kinesistest: CBOR decoder options: " + err.Error())

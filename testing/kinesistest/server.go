@@ -482,7 +482,8 @@ func (s *Server) writeError(w http.ResponseWriter, reqID, op string, c codec, er
 	}
 	// Log before answering, so the line exists once the client has its answer.
 	s.logf("%s %s -> %d %s: %s", reqID, op, ae.status, ae.code, ae.message)
-	b, _ := c.marshal(errorBody{Type: ae.code, Message: ae.message})
+	// A message may quote the request; a CBOR text string must be valid UTF-8.
+	b, _ := c.marshal(errorBody{Type: ae.code, Message: strings.ToValidUTF8(ae.message, "\uFFFD")})
 	h := w.Header()
 	h[headerErrorType] = []string{ae.code}
 	h["Content-Type"] = []string{c.contentType()}
