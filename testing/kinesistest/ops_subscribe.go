@@ -367,21 +367,30 @@ func (ss *subscriptionStream) send(ctx context.Context, ev *subscribeEvent, size
 			return err
 		}
 	}
-	ss.buf.Reset()
-	if err := ss.codec.encode(&ss.buf, ev); err != nil {
-		s.logf("SubscribeToShard %s %s: encoding an event: %v", ss.sub.arn, ss.sub.shard, err)
-		return err
-	}
-	payload := ss.buf.Bytes()
-	if !ss.codec.cbor {
-		payload = bytes.TrimRight(payload, "\n") // the JSON encoder's line end
-	}
-	frame, err := eventFrame(nil, payload, ss.codec)
+	frame, err := encodeEvent(&ss.buf, ev, ss.codec)
 	if err != nil {
-		s.logf("SubscribeToShard %s %s: framing an event: %v", ss.sub.arn, ss.sub.shard, err)
+		s.logf("SubscribeToShard %s %s: %v", ss.sub.arn, ss.sub.shard, err)
 		return err
 	}
 	return ss.write(frame)
+}
+
+// encodeEvent returns the event-stream frame of one SubscribeToShardEvent in
+// the subscription's protocol; buf is scratch space for the payload.
+func encodeEvent(buf *bytes.Buffer, ev *subscribeEvent, c codec) ([]byte, error) {
+	buf.Reset()
+	if err := c.encode(buf, ev); err != nil {
+		return nil, fmt.Errorf("encoding an event: %w", err)
+	}
+	payload := buf.Bytes()
+	if !c.cbor {
+		payload = bytes.TrimRight(payload, "\n") // the JSON encoder's line end
+	}
+	frame, err := eventFrame(nil, payload, c)
+	if err != nil {
+		return nil, fmt.Errorf("framing an event: %w", err)
+	}
+	return frame, nil
 }
 
 // wait sleeps d in real time unless the subscription ends first.
