@@ -47,6 +47,20 @@ func newDiscoverySpec(stream string, cfg config) discoverySpec {
 	}
 }
 
+// connect creates the Kinesis client of a discovery DoFn and opens the read's checkpoint
+// table (nil without one).
+func (s discoverySpec) connect(ctx context.Context) (*kinesis.Client, *checkpointer, error) {
+	c, err := newClient(ctx, s.Client)
+	if err != nil {
+		return nil, nil, err
+	}
+	cp, err := s.openTable(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, cp, nil
+}
+
 // openTable opens the checkpoint table of the read, or returns nil without one.
 func (s discoverySpec) openTable(ctx context.Context) (*checkpointer, error) {
 	if !s.Checkpoint.enabled() {
@@ -226,15 +240,9 @@ func (fn *discoverFn) Setup(ctx context.Context) error {
 	if fn.client != nil {
 		return nil
 	}
-	c, err := newClient(ctx, fn.Spec.Client)
-	if err != nil {
-		return err
-	}
-	if fn.cp, err = fn.Spec.openTable(ctx); err != nil {
-		return err
-	}
-	fn.client = c
-	return nil
+	var err error
+	fn.client, fn.cp, err = fn.Spec.connect(ctx)
+	return err
 }
 
 // CreateInitialRestriction starts with no shard emitted.
@@ -375,15 +383,9 @@ func (fn *discoverBoundedFn) Setup(ctx context.Context) error {
 	if fn.client != nil {
 		return nil
 	}
-	c, err := newClient(ctx, fn.Spec.Client)
-	if err != nil {
-		return err
-	}
-	if fn.cp, err = fn.Spec.openTable(ctx); err != nil {
-		return err
-	}
-	fn.client = c
-	return nil
+	var err error
+	fn.client, fn.cp, err = fn.Spec.connect(ctx)
+	return err
 }
 
 // ProcessElement lists the shards and emits one descriptor per shard.
