@@ -22,7 +22,8 @@ import (
 // start ("1-1", "2-1", ...), so two TaskManagers ask for workers of the same id. The SDK's
 // pool refuses the second ("worker with ID "1-1" already exists") and the job fails and
 // restarts until the TaskManagers' counters happen to differ. This pool tells the workers
-// apart by id and control endpoint (each TaskManager serves its own).
+// apart by id and control endpoint (each TaskManager serves its own), and leaves ending a
+// worker to its control stream (see StopWorker).
 type loopback struct {
 	fnpb.UnimplementedBeamFnExternalWorkerPoolServer
 
@@ -105,23 +106,16 @@ func harnessOptions(ctx context.Context, endpoint string) harness.Options {
 	return opts
 }
 
-// StopWorker stops the worker of the request's id. The request names no control
-// endpoint, so when two runner processes have a worker of that id, neither is stopped
-// here: each ends when its runner closes its control stream, which the runner does when
-// it releases the worker.
-func (s *loopback) StopWorker(_ context.Context, req *fnpb.StopWorkerRequest) (*fnpb.StopWorkerResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var match []workerKey
-	for k := range s.workers {
-		if k.id == req.GetWorkerId() {
-			match = append(match, k)
-		}
-	}
-	if len(match) == 1 {
-		s.workers[match[0]]()
-		delete(s.workers, match[0])
-	}
+// StopWorker acknowledges the runner's request and stops nothing: each worker ends when
+// its runner closes its control stream, which Beam Java's runner does before it sends
+// StopWorker. The request names only a worker id, which is not unique across
+// TaskManagers, so acting on it can stop the wrong worker: by the time the request arrives
+// the worker it means has usually ended and left the pool, and the one worker left under
+// that id is another TaskManager's, busy with a bundle. Stopping it failed that
+// TaskManager's task ("CANCELLED: client cancelled"), and Flink's batch failover then ran
+// the stage's inputs again: a ReadBounded at --parallelism=2 or 4 read every record two to
+// four times (counted in the job's DoFns; the job's output after the restarts was right).
+func (s *loopback) StopWorker(context.Context, *fnpb.StopWorkerRequest) (*fnpb.StopWorkerResponse, error) {
 	return &fnpb.StopWorkerResponse{}, nil
 }
 

@@ -6,12 +6,13 @@
 //	go run ./testing/bench --quick    # CI sizes (50,000 records), under a minute
 //	go run ./testing/bench --rows 1,3 --cpuprofile cpu.out
 //
-// Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..6), --records (override
+// Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..8, and 10 with --flink), --records (override
 // the read and write size), --cpuprofile PREFIX (one CPU profile per connector pipeline, in
 // PREFIX.<pipeline>, without the data set-up and baselines; read with go tool pprof -top),
 // --memprofile FILE (allocation profile at the end), -v=false (no progress on stderr),
 // --anchors (instead of the rows: the same work done by Beam Java's KinesisIO, built from
-// testing/anchors/java-kinesisio with Maven, side by side with this connector; see anchors.go).
+// testing/anchors/java-kinesisio with Maven, side by side with this connector; see anchors.go),
+// --flink (also row 10, on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT).
 // The table goes to stdout; progress and Prism's logs to stderr.
 //
 // Every figure is a ratio against a baseline taken in the same process at the same time,
@@ -31,6 +32,10 @@
 //     records' raw size.
 //  6. Latency: put → emitted p50 and p99 of a streaming Read with default options, against
 //     a plain GetRecords loop polling at the same interval.
+//  7. Idle shards: API calls and CPU per idle shard-second against a plain loop.
+//  8. ReadBounded over many shards: wall time, memory and calls per shard.
+//  10. With --flink only: ReadBounded on the standalone Flink cluster with --parallelism
+//     equal to the shard count, against the GetRecords loop of row 1 (flink.go).
 package main
 
 import (
@@ -63,6 +68,9 @@ type Config struct {
 	IdleTime time.Duration
 	// ManyShards are the shard counts of row 8's ReadBounded runs.
 	ManyShards []int
+	// FlinkEndpoint is the job endpoint of the Flink job server row 10 runs on; row 10
+	// runs only when it is set.
+	FlinkEndpoint string
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 }

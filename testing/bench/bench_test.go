@@ -106,6 +106,12 @@ func TestParseRows(t *testing.T) {
 	if _, err := parseRows("9"); err == nil {
 		t.Error("parseRows(9) accepted")
 	}
+	if got, err := parseRows("10"); err != nil || len(got) != 1 || !got[flinkRow] {
+		t.Errorf("parseRows(10) = %v, %v, want row 10 (the Flink row)", got, err)
+	}
+	if _, err := parseRows("11"); err == nil {
+		t.Error("parseRows(11) accepted")
+	}
 	if got, err := parseRows(""); err != nil || got != nil {
 		t.Errorf("parseRows(\"\") = %v, %v, want all rows", got, err)
 	}

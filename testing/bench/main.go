@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 )
 
 func main() {
@@ -24,11 +25,12 @@ func main() {
 		return
 	}
 	quick := flag.Bool("quick", false, "scale sizes down (50,000 records) for CI")
-	rows := flag.String("rows", "", "comma-separated rows to run, 1..8 (default all)")
+	rows := flag.String("rows", "", "comma-separated rows to run, 1..8 and, with --flink, 10 (default all)")
 	records := flag.Int("records", 0, "records per read and write (overrides the mode's size)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each connector pipeline to this path plus \".<pipeline>\"")
 	memprofile := flag.String("memprofile", "", "write an allocation profile to this file at the end")
 	verbose := flag.Bool("v", true, "log progress to stderr")
+	onFlink := flag.Bool("flink", false, "also run row 10 on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT or --endpoint (testing/flink/flink.sh start)")
 	anchors := flag.Bool("anchors", false, "compare with Beam Java KinesisIO instead (testing/anchors; needs java and mvn)")
 	flag.Parse()
 	beam.Init()
@@ -58,6 +60,16 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Rows = sel
+	if *onFlink {
+		cfg.FlinkEndpoint = *jobopts.Endpoint
+		if cfg.FlinkEndpoint == "" {
+			cfg.FlinkEndpoint = os.Getenv("BEAMKINESIS_FLINK_ENDPOINT")
+		}
+		if cfg.FlinkEndpoint == "" {
+			fmt.Fprintln(os.Stderr, "bench: --flink needs the job server's endpoint: $BEAMKINESIS_FLINK_ENDPOINT or --endpoint")
+			os.Exit(2)
+		}
+	}
 	if *verbose {
 		cfg.Log = os.Stderr
 	}
@@ -75,8 +87,8 @@ func parseRows(s string) (map[int]bool, error) {
 	out := map[int]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 8 {
-			return nil, fmt.Errorf("--rows: %q is not a row number 1..8", f)
+		if err != nil || n < 1 || (n > 8 && n != flinkRow) {
+			return nil, fmt.Errorf("--rows: %q is not a row number 1..8 or %d", f, flinkRow)
 		}
 		out[n] = true
 	}

@@ -21,16 +21,28 @@ type ledger struct {
 	chaos                                                              string
 	memory                                                             memoryReport
 	counters                                                           map[string]int64
+	// dupCauses counts the duplicates by what made them.
+	dupCauses map[string]int
+	// flink is what happened to the job on Flink; nil on other runners.
+	flink *flinkReport
 }
 
-// newLedger reads stream and accounts for every produced message.
-func newLedger(srv *kinesistest.Server, stream string, produced []message) (*ledger, error) {
+// withinRun is the cause of a duplicate whose copies were all written by one run of the
+// job: a PutRecords retried after its response was lost, or a bundle retried by the
+// runner.
+const withinRun = "within one run (a PutRecords retried after a lost response, or a retried bundle)"
+
+// newLedger reads stream and accounts for every produced message. A duplicate's cause is
+// the latest of events (sorted by time) between the message's first copy and the
+// duplicate copy, or withinRun when there is none.
+func newLedger(srv *kinesistest.Server, stream string, produced []message, events []event) (*ledger, error) {
 	stored, err := srv.StreamRecords(stream)
 	if err != nil {
 		return nil, fmt.Errorf("reading the output stream: %w", err)
 	}
-	l := &ledger{produced: len(produced)}
+	l := &ledger{produced: len(produced), dupCauses: map[string]int{}}
 	seen := map[string]int{}
+	copies := map[string][]time.Time{}
 	maxSeq := map[string]int{}
 	for _, r := range stored { // per shard, in sequence order; each key has one output shard
 		users, aggregated, err := kpl.Deaggregate(r.Data)
@@ -44,6 +56,7 @@ func newLedger(srv *kinesistest.Server, stream string, produced []message) (*led
 				continue
 			}
 			seen[m.ID]++
+			copies[m.ID] = append(copies[m.ID], r.ArrivalTime)
 			if seen[m.ID] > 1 {
 				l.duplicates++
 				continue
@@ -53,6 +66,15 @@ func newLedger(srv *kinesistest.Server, stream string, produced []message) (*led
 			}
 			maxSeq[m.Key] = max(maxSeq[m.Key], m.Seq)
 			l.latencies = append(l.latencies, r.ArrivalTime.Sub(time.UnixMilli(m.TMs)))
+		}
+	}
+	for _, at := range copies {
+		if len(at) < 2 {
+			continue
+		}
+		sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+		for _, dup := range at[1:] {
+			l.dupCauses[dupCause(events, at[0], dup)]++
 		}
 	}
 	for _, m := range produced {
@@ -80,6 +102,9 @@ func (l *ledger) print(w io.Writer, efo bool) {
 		}
 		return l.latencies[min(len(l.latencies)-1, int(q*float64(len(l.latencies))))]
 	}
+	if l.flink != nil {
+		mode += ", standalone Flink cluster"
+	}
 	fmt.Fprintf(w, "soak ledger (%s, %v)\n", mode, l.elapsed.Round(time.Second))
 	fmt.Fprintf(w, "  produced         %d\n", l.produced)
 	fmt.Fprintf(w, "  delivered        %d distinct\n", l.delivered)
@@ -88,7 +113,15 @@ func (l *ledger) print(w io.Writer, efo bool) {
 		fmt.Fprintf(w, " (e.g. ids %s)", strings.Join(l.missing, ", "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  duplicated       %d (at-least-once write: PutRecords retried after a lost response or a retried bundle)\n", l.duplicates)
+	fmt.Fprintf(w, "  duplicated       %d (the write is at least once)\n", l.duplicates)
+	causes := make([]string, 0, len(l.dupCauses))
+	for c := range l.dupCauses {
+		causes = append(causes, c)
+	}
+	sort.Strings(causes)
+	for _, c := range causes {
+		fmt.Fprintf(w, "    %7d  %s\n", l.dupCauses[c], c)
+	}
 	fmt.Fprintf(w, "  unparsable       %d\n", l.unparsable)
 	fmt.Fprintf(w, "  order violations %d (per key, in the output stream; Beam keeps no order between elements)\n", l.orderViolations)
 	fmt.Fprintf(w, "  latency          p50 %v, p99 %v, max %v (put to stored in the output)\n", pct(0.5), pct(0.99), pct(1))
@@ -106,10 +139,37 @@ func (l *ledger) print(w io.Writer, efo bool) {
 		}
 	}
 	fmt.Fprintf(w, "  counters         %s\n", strings.Join(cs, ", "))
-	fmt.Fprintf(w, "  memory           %s\n", l.memory)
+	fmt.Fprintf(w, "  memory           %s (this process: the server, the producer and the SDK workers)\n", l.memory)
+	if l.flink != nil {
+		for _, line := range l.flink.lines {
+			fmt.Fprintf(w, "  flink            %s\n", line)
+		}
+		names := make([]string, 0, len(l.flink.rss))
+		for n := range l.flink.rss {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var rss []string
+		for _, n := range names {
+			rss = append(rss, fmt.Sprintf("%s %.0f MiB", n, float64(l.flink.rss[n])/(1<<20)))
+		}
+		fmt.Fprintf(w, "  flink RSS        %s (at the end)\n", strings.Join(rss, ", "))
+	}
 	if l.lost == 0 {
 		fmt.Fprintln(w, "  result           no message lost")
 	} else {
 		fmt.Fprintf(w, "  result           %d messages LOST\n", l.lost)
 	}
+}
+
+// dupCause names what made the copy of a message written at dup when its first copy was
+// written at first: the latest event between the two.
+func dupCause(events []event, first, dup time.Time) string {
+	cause := withinRun
+	for _, e := range events {
+		if e.at.After(first) && !e.at.After(dup) {
+			cause = e.cause
+		}
+	}
+	return cause
 }

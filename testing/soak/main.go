@@ -9,9 +9,20 @@
 //	go run ./testing/soak                          # 10 minutes on Prism, polling
 //	go run ./testing/soak --duration=90s --efo     # what CI runs, with enhanced fan-out too
 //
-// Beam's flags choose the runner (--runner=flink with --endpoint and
-// --environment_type=LOOPBACK runs the job on a Flink job server; the server stays in this
-// process).
+// Beam's flags choose the runner. --runner=flink runs the job on the standalone Flink
+// cluster of testing/flink (the lines `testing/flink/flink.sh start` prints, exported, name
+// its job server, REST API and state directory) with its workers in this process
+// (LOOPBACK, where they reach the in-process server), --parallelism=2 and a checkpoint a
+// second; the producer starts once the job runs. The chaos then also kills TaskManager 1
+// with kill -9 and starts a new one (--tm_kill_at), and stops the job with a savepoint and
+// submits it again from it (--savepoint_at). After the producer's end the soak waits until
+// the output holds every message (--drain_timeout) and cancels the job. The ledger names
+// the cause of each duplicate: the restart (kill, savepoint, or an unplanned one from
+// Flink's exception history) between the message's first copy and the duplicate, if any.
+//
+//	eval "$(testing/flink/flink.sh start | sed 's/^/export /')"
+//	go run ./testing/soak --runner=flink --duration=10m
+//	testing/flink/flink.sh stop
 package main
 
 import (
@@ -24,6 +35,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
@@ -78,15 +90,65 @@ func run(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	mem := startMemorySampler(10 * time.Second)
-	started := time.Now()
-	prod := startProducer(ctx, srv, "soak-in", *rate, *keys, *duration)
-	chaos := startChaos(srv, "soak-in", *reshardEach, *duration)
+	var (
+		started  time.Time
+		prod     *producer
+		chaos    *chaos
+		counters map[string]int64
+		events   []event
+		onFlink  *flinkReport
+	)
+	// load starts the producer and the chaos.
+	load := func() (*producer, time.Time) {
+		started = time.Now()
+		prod = startProducer(ctx, srv, "soak-in", *rate, *keys, *duration)
+		chaos = startChaos(srv, "soak-in", *reshardEach, *duration)
+		return prod, started
+	}
+	if flinkrunner.IsFlink(*runners.Runner) {
+		// The load starts once the job runs: a submission to Flink takes a while, and the
+		// kill and the savepoint are to hit a job that is busy.
+		onFlink, err = runOnFlink(ctx, srv, func() *beam.Pipeline { return soakPipeline(srv, false) }, load)
+		if onFlink != nil {
+			counters, events = onFlink.counters, onFlink.events
+		}
+		if prod == nil {
+			return 0, fmt.Errorf("running the job on Flink: %w", err)
+		}
+	} else {
+		load()
+		var res beam.PipelineResult
+		res, err = flinkrunner.Run(ctx, soakPipeline(srv, true))
+		if res != nil {
+			counters = jobCounters(res)
+		}
+	}
+	chaos.stop()
+	produced := prod.wait()
+	if err != nil {
+		return 0, fmt.Errorf("running the job: %w", err)
+	}
+	l, err := newLedger(srv, "soak-out", produced, events)
+	if err != nil {
+		return 0, err
+	}
+	l.elapsed, l.chaos, l.memory, l.counters, l.flink = time.Since(started), chaos.summary(), mem.stop(), counters, onFlink
+	l.print(os.Stdout, *efo)
+	return l.lost, nil
+}
 
+// soakPipeline is the job: read the input stream from its start, and write each record
+// to the output stream under its own partition key. With ends, the read ends --duration
+// after it starts (on Flink the soak cancels the job instead).
+func soakPipeline(srv *kinesistest.Server, ends bool) *beam.Pipeline {
 	opts := []kinesisio.Option{
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion(kinesistest.Region), kinesisio.WithStaticCredentials("soak", "soak"),
 		kinesisio.WithRetries(20, 50*time.Millisecond, time.Second),
 	}
-	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon()), kinesisio.WithMaxReadTime(*duration)}, opts...)
+	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}, opts...)
+	if ends {
+		readOpts = append(readOpts, kinesisio.WithMaxReadTime(*duration))
+	}
 	if *efo {
 		readOpts = append(readOpts, kinesisio.WithEnhancedFanOut("soak"))
 	}
@@ -94,22 +156,7 @@ func run(ctx context.Context) (int, error) {
 	recs := kinesisio.Read(s, "soak-in", readOpts...)
 	failed := kinesisio.Write(s, "soak-out", beam.ParDo(s, toMessage, recs), opts...)
 	beam.ParDo0(s, countFailed, failed)
-	res, err := flinkrunner.Run(ctx, p)
-	chaos.stop()
-	produced := prod.wait()
-	if err != nil {
-		return 0, fmt.Errorf("running the job: %w", err)
-	}
-	l, err := newLedger(srv, "soak-out", produced)
-	if err != nil {
-		return 0, err
-	}
-	l.elapsed, l.chaos, l.memory = time.Since(started), chaos.summary(), mem.stop()
-	if res != nil {
-		l.counters = counters(res)
-	}
-	l.print(os.Stdout, *efo)
-	return l.lost, nil
+	return p
 }
 
 // toMessage writes a record on under its own partition key, so that each key's order can
@@ -123,8 +170,8 @@ var failedMessages = beam.NewCounter("soak", "failed_messages")
 // countFailed counts the messages the write gave up on.
 func countFailed(ctx context.Context, _ kinesisio.FailedMessage) { failedMessages.Inc(ctx, 1) }
 
-// counters returns the job's counters by name.
-func counters(res beam.PipelineResult) map[string]int64 {
+// jobCounters returns the job's counters by name.
+func jobCounters(res beam.PipelineResult) map[string]int64 {
 	out := map[string]int64{}
 	for _, c := range res.Metrics().AllMetrics().Counters() {
 		out[c.Namespace()+"/"+c.Name()] += c.Committed

@@ -47,14 +47,7 @@ func measure() sample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s := sample{at: time.Now(), heap: ms.HeapAlloc, goroutines: runtime.NumGoroutine()}
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				s.rss = kb << 10
-			}
-		}
-	}
+	s.rss, _ = processRSS(os.Getpid())
 	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
 		for _, fd := range fds {
 			if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.HasPrefix(target, "socket:") {
@@ -63,6 +56,21 @@ func measure() sample {
 		}
 	}
 	return s
+}
+
+// processRSS returns the resident set size of process pid, from /proc.
+func processRSS(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
 }
 
 // memoryReport summarises the samples.
