@@ -167,16 +167,21 @@ func TestReadBoundedResumesInsideAnAggregateFromTheCheckpointTable(t *testing.T)
 	all := expected(t, srv, stream, w.aggregates, nil)
 	stored, _ := srv.StreamRecords(stream)
 
+	var res beam.PipelineResult
 	run := func(name string, extra ...Option) []string {
 		p, s := beam.NewPipelineWithRoot()
 		opts := append(connect(srv, WithStartingPosition(TrimHorizon()), WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn), WithCheckpointLeaseDuration(300*time.Millisecond)), extra...)
 		sk := collect(s, t.Name()+"/"+name, ReadBounded(s, stream, opts...))
-		if err := ptest.Run(p); err != nil {
+		var err error
+		if res, err = ptest.RunWithMetrics(p); err != nil {
 			t.Fatal(err)
 		}
 		return sk.get()
 	}
 	first := run("1", WithMaxRecords(7))
+	if c, n := counter(res, "checkpoint_commits"), counter(res, committedRecordsMetric("shardId-000000000000")); c != 1 || n != 7 {
+		t.Errorf("metrics: %d commits covering %d records of the shard; want 1 covering 7", c, n)
+	}
 	l := leaseOf(t, dyn, table, "shardId-000000000000")
 	if l.Checkpoint != stored[1].SequenceNumber || l.Sub != 1 {
 		t.Fatalf("checkpoint after 7 user records %s/%d; want the second aggregate %s at sub-sequence 1", l.Checkpoint, l.Sub, stored[1].SequenceNumber)
