@@ -3,6 +3,7 @@ package kinesisio
 import (
 	"context"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -120,8 +121,9 @@ type commitSpec struct {
 }
 
 // commitFn writes the commit tokens of the shard readers to the checkpoint table. It
-// keeps the furthest position of each shard in a bundle and writes them when the bundle
-// finishes: one conditional UpdateItem per shard per bundle, whatever the number of tokens.
+// keeps the furthest position of each shard in a bundle and writes them, concurrently, when
+// the bundle finishes: one conditional UpdateItem per shard per bundle, whatever the number
+// of tokens.
 type commitFn struct {
 	Spec commitSpec
 
@@ -169,9 +171,17 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 
 // FinishBundle writes the bundle's positions and reports the table's metrics.
 func (fn *commitFn) FinishBundle(ctx context.Context) error {
+	// The shards' writes go out together: a bundle takes one DynamoDB round trip, not one
+	// per shard.
+	var wg sync.WaitGroup
 	for _, tok := range fn.pending {
-		fn.cp.commit(ctx, tok)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn.cp.commit(ctx, tok)
+		}()
 	}
+	wg.Wait()
 	fn.pending = nil
 	if fn.cp != nil {
 		fn.cp.flush(ctx)

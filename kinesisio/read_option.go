@@ -109,8 +109,8 @@ var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 
 // WithCheckpointTable keeps each shard's position in the DynamoDB table, laid out as a KCL
 // 2.x/3.x lease table (one item per shard, keyed leaseKey = shard id) and created, on-demand,
-// if missing. A position is written only when the runner finalizes the bundle that read it,
-// a job started on the table resumes every shard after its committed checkpoint (shards
+// if missing. A position is written only after the runner has committed the bundle that
+// read it (a commit step behind a fusion break writes it), a job started on the table resumes every shard after its committed checkpoint (shards
 // without one start at WithStartingPosition; closed shards at SHARD_END are not read again),
 // and Read reads a child shard only once each parent's item says SHARD_END. A job holds
 // the leases of the shards it reads and renews them (see WithCheckpointTakeover for a second
