@@ -44,13 +44,15 @@ type checkpointSpec struct {
 	Table    string
 	Endpoint string
 	Owner    string
+	// Failover is WithCheckpointTableFailover (checkpoint_foreign.go); 0 means the default.
+	Failover time.Duration
 }
 
 func newCheckpointSpec(cfg config) checkpointSpec {
 	if cfg.read.checkpointTable == "" {
 		return checkpointSpec{}
 	}
-	return checkpointSpec{Table: cfg.read.checkpointTable, Endpoint: cfg.read.checkpointEndpoint, Owner: "beamkinesis-" + cfg.read.readID}
+	return checkpointSpec{Table: cfg.read.checkpointTable, Endpoint: cfg.read.checkpointEndpoint, Owner: ownerPrefix + cfg.read.readID, Failover: cfg.read.checkpointFailover}
 }
 
 func (s checkpointSpec) enabled() bool { return s.Table != "" }
@@ -70,6 +72,8 @@ type checkpointer struct {
 	pending map[string]pendingCommit
 
 	stats checkpointStats
+	// foreign watches leases held by other applications' workers (checkpoint_foreign.go).
+	foreign foreignWatch
 }
 
 // shardLease serialises the commits of one shard and remembers its lease as last written.
@@ -181,6 +185,9 @@ func (c *checkpointer) acquire(ctx context.Context, d shardDescriptor) (shardDes
 		if p != "" {
 			want.Parents = append(want.Parents, p)
 		}
+	}
+	if err := c.awaitForeignExpiry(ctx, d); err != nil {
+		return d, false, err
 	}
 	s := c.shard(d.ShardID)
 	s.mu.Lock()

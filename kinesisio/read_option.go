@@ -68,6 +68,8 @@ type readConfig struct {
 	// WithCheckpointTableEndpoint.
 	checkpointTable    string
 	checkpointEndpoint string
+	// checkpointFailover is WithCheckpointTableFailover (checkpoint_foreign.go).
+	checkpointFailover time.Duration
 	// readID names the transform for pacing (pacing.go); buildConfig sets it.
 	readID string
 }
@@ -94,6 +96,9 @@ func (r *readConfig) validate() error {
 	}
 	if r.checkpointEndpoint != "" && r.checkpointTable == "" {
 		return fmt.Errorf("WithCheckpointTableEndpoint was given without WithCheckpointTable; name the table too")
+	}
+	if r.checkpointFailover > 0 && r.checkpointTable == "" {
+		return fmt.Errorf("WithCheckpointTableFailover was given without WithCheckpointTable; name the table too")
 	}
 	return nil
 }
