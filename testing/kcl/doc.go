@@ -1,0 +1,7 @@
+// Package kcl runs the checkpoint table against a real Kinesis Client Library application:
+// a small KCL 3.x consumer (the Maven project in this directory, built by
+// testing/deps/deps.sh kcl) and beamkinesis take turns on the same lease table, in both
+// directions, against the kinesistest server and dynalite. The tests check, as exact
+// multisets, that the second reader continues where the first one checkpointed: nothing
+// lost, and nothing read twice beyond the records the first one had not checkpointed.
+package kcl
