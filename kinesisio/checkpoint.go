@@ -74,6 +74,8 @@ type checkpointer struct {
 	stats checkpointStats
 	// foreign watches leases held by other applications' workers (checkpoint_foreign.go).
 	foreign foreignWatch
+	// children finds a closed shard's children for its SHARD_END item (checkpoint_kcl.go).
+	children childLister
 }
 
 // shardLease serialises the commits of one shard and remembers its lease as last written.
@@ -141,7 +143,7 @@ func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointS
 	if err != nil {
 		return nil, err
 	}
-	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, pending: map[string]pendingCommit{}}
+	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, pending: map[string]pendingCommit{}, children: childLister{cfg: client}}
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		if spec.Endpoint != "" {
 			o.BaseEndpoint = aws.String(spec.Endpoint)
@@ -246,8 +248,12 @@ func (c *checkpointer) commit(d shardDescriptor, pos leasetable.Position, bundle
 	if s.lease.ShardID == "" {
 		s.lease.ShardID = d.ShardID
 	}
+	var children []string
+	if pos.Seq == leasetable.ShardEnd && s.lease.Checkpoint != leasetable.ShardEnd {
+		children = c.childrenOf(ctx, d)
+	}
 	start := time.Now()
-	l, err := c.table.Commit(ctx, s.lease, c.spec.Owner, pos, nil)
+	l, err := c.table.Commit(ctx, s.lease, c.spec.Owner, pos, children)
 	var lost *leasetable.LostError
 	switch {
 	case errors.As(err, &lost):

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -424,4 +425,40 @@ func split(t *testing.T, rs []rec, ls map[string]lease) (before, after []rec) {
 		}
 	}
 	return before, after
+}
+
+// splitShard splits shard at the middle of its hash key range.
+func splitShard(t *testing.T, client *kinesis.Client, stream, shard string) {
+	t.Helper()
+	out, err := client.ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range out.Shards {
+		if aws.ToString(sh.ShardId) != shard {
+			continue
+		}
+		lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		_, err := client.SplitShard(context.Background(), &kinesis.SplitShardInput{
+			StreamName: aws.String(stream), ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(mid.String()),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("stream %s has no shard %s", stream, shard)
+}
+
+// stringSet returns the sorted members of a string set attribute, or nil for another type.
+func stringSet(v ddbtypes.AttributeValue) []string {
+	ss, ok := v.(*ddbtypes.AttributeValueMemberSS)
+	if !ok {
+		return nil
+	}
+	out := append([]string(nil), ss.Value...)
+	sort.Strings(out)
+	return out
 }

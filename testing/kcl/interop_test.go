@@ -183,3 +183,58 @@ func countsOf(ss []string) map[string]int {
 	}
 	return m
 }
+
+// beamkinesis → KCL across a split: shard 0 of two is split after a few records; a
+// beamkinesis ReadBounded reads the parent to its end (its item says SHARD_END with both
+// children in childShardIds, the children's items name it in parentShardId) and part of every
+// other shard; a KCL application then continues on the table: it leaves the closed parent
+// alone and reads exactly the children's and the other shard's records after beamkinesis's
+// checkpoints.
+func TestBeamkinesisThenKCLAcrossASplit(t *testing.T) {
+	const stream, table, perShard = "beam-split", "beam-split-app", 40
+	srv, err := kinesistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.CreateStream(stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	dyn := emulators.StartT(t, emulators.Dynalite).URL()
+	db := dynamo(dyn)
+	client := srv.Client()
+	aggs := map[string][]kpl.UserRecord{}
+	put(t, client, stream, "before", 20, 0, 0, aggs)
+	splitShard(t, client, stream, "shardId-000000000000")
+	put(t, client, stream, "after", 240, 12, perAggregate, aggs)
+	all := stored(t, srv, stream, aggs)
+
+	start := time.Now()
+	got := readBounded(t, srv, dyn, stream, table, t.Name(), kinesisio.WithMaxRecords(perShard))
+	byBeam := leases(t, db, table)
+	for id, l := range byBeam {
+		t.Logf("beamkinesis's item of %s: %s", id, describe(l.Item))
+	}
+	parent := byBeam["shardId-000000000000"]
+	if parent.Checkpoint != "SHARD_END" {
+		t.Fatalf("the split parent's checkpoint is %q, want SHARD_END", parent.Checkpoint)
+	}
+	if ch := stringSet(parent.Item["childShardIds"]); len(ch) != 2 || ch[0] != "shardId-000000000002" || ch[1] != "shardId-000000000003" {
+		t.Errorf("the parent's childShardIds are %v, want {shardId-000000000002 shardId-000000000003} as a string set", ch)
+	}
+	for _, c := range []string{"shardId-000000000002", "shardId-000000000003"} {
+		if ps := stringSet(byBeam[c].Item["parentShardId"]); len(ps) != 1 || ps[0] != "shardId-000000000000" {
+			t.Errorf("the parentShardId of %s is %v, want {shardId-000000000000} as a string set", c, ps)
+		}
+	}
+	committed, want := split(t, all, byBeam)
+	assertSame(t, "beamkinesis's committed records", got, committed)
+	t.Logf("beamkinesis: %d records in %v, all committed; %d left", len(got), time.Since(start).Round(time.Millisecond), len(want))
+
+	k := runKCL(t, srv.URL(), dyn, stream, table, "kcl-worker-3", len(want), checkpointEvery)
+	assertSame(t, "KCL after beamkinesis, across the split", k.Records, want)
+	for id, l := range leases(t, db, table) {
+		t.Logf("KCL's item of %s: %s", id, describe(l.Item))
+	}
+	t.Logf("KCL: %d records in %v, 0 read again, none of the closed parent; whole test %v", len(k.Records), k.Took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
