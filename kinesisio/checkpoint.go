@@ -199,7 +199,7 @@ func (c *checkpointer) acquire(ctx context.Context, d shardDescriptor) (shardDes
 		return d, false, fmt.Errorf("kinesisio: checkpoint table %s: %w", c.spec.Table, err)
 	}
 	s.lease, s.lost = l, nil
-	if prev != nil {
+	if prev != nil && prev.Owner != "" { // a lease without owner (KCL's unassigned leases) is simply taken
 		log.Warnf(ctx, "kinesisio: took over the lease of %v in checkpoint table %s from owner %q (lease counter %d, now %d): that job, if it still runs, stops reading the shard at its next commit", d, c.spec.Table, prev.Owner, prev.Counter, l.Counter)
 	}
 	switch {

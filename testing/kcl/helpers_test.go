@@ -286,7 +286,7 @@ func runKCL(t *testing.T, kinesisURL, dynamoURL, stream, app, worker string, max
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel="+logLevel(), "-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-cp", cp, "dev.beamkinesis.kcl.Consumer",
 		"--kinesis-endpoint", kinesisURL, "--dynamodb-endpoint", dynamoURL,
 		"--stream", stream, "--app", app, "--worker", worker, "--out", out,
@@ -297,6 +297,9 @@ func runKCL(t *testing.T, kinesisURL, dynamoURL, stream, app, worker string, max
 	start := time.Now()
 	err := cmd.Run()
 	run := kclRun{Log: logs.String(), Took: time.Since(start)}
+	if dir := os.Getenv("BEAMKINESIS_KCL_LOG_DIR"); dir != "" { // for debugging: keep the log
+		_ = os.WriteFile(filepath.Join(dir, worker+".log"), logs.Bytes(), 0o644)
+	}
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == 3 {
@@ -461,4 +464,12 @@ func stringSet(v ddbtypes.AttributeValue) []string {
 	out := append([]string(nil), ss.Value...)
 	sort.Strings(out)
 	return out
+}
+
+// logLevel is the KCL consumer's log level: BEAMKINESIS_KCL_LOG_LEVEL, else warn.
+func logLevel() string {
+	if l := os.Getenv("BEAMKINESIS_KCL_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
 }

@@ -238,3 +238,63 @@ func TestBeamkinesisThenKCLAcrossASplit(t *testing.T) {
 	}
 	t.Logf("KCL: %d records in %v, 0 read again, none of the closed parent; whole test %v", len(k.Records), k.Took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
+
+// KCL → beamkinesis across a split: the lease table starts with the two shards open before
+// shard 0 is split; KCL reads the parent to its end, checkpoints SHARD_END, creates its
+// children's leases itself and reads part of them; a beamkinesis ReadBounded on KCL's table
+// leaves the closed parent alone and reads exactly the records after KCL's checkpoints in the
+// children and the other shard.
+func TestKCLThenBeamkinesisAcrossASplit(t *testing.T) {
+	const stream, app, kclRecords = "kcl-split", "kcl-split-app", 150
+	srv, err := kinesistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.CreateStream(stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	dyn := emulators.StartT(t, emulators.Dynalite).URL()
+	db := dynamo(dyn)
+	client := srv.Client()
+	createLeaseTable(t, db, app)
+	seedLeases(t, db, client, app, stream)
+	aggs := map[string][]kpl.UserRecord{}
+	put(t, client, stream, "before", 20, 0, 0, aggs)
+	splitShard(t, client, stream, "shardId-000000000000")
+	put(t, client, stream, "after", 240, 12, perAggregate, aggs)
+	all := stored(t, srv, stream, aggs)
+
+	start := time.Now()
+	k := runKCL(t, srv.URL(), dyn, stream, app, "kcl-worker-4", kclRecords, checkpointEvery)
+	byKCL := leases(t, db, app)
+	for id, l := range byKCL {
+		t.Logf("KCL's item of %s: %s", id, describe(l.Item))
+	}
+	parent := byKCL["shardId-000000000000"]
+	if parent.Checkpoint != "SHARD_END" {
+		t.Fatalf("KCL left the split parent at %q, want SHARD_END", parent.Checkpoint)
+	}
+	for _, c := range []string{"shardId-000000000002", "shardId-000000000003"} {
+		if ps := stringSet(byKCL[c].Item["parentShardId"]); len(ps) != 1 || ps[0] != "shardId-000000000000" {
+			t.Fatalf("KCL's parentShardId of %s is %v, want {shardId-000000000000}", c, ps)
+		}
+	}
+	committed, uncommitted := split(t, k.Records, byKCL)
+	_, want := split(t, all, byKCL)
+	t.Logf("KCL: %d records in %v, %d checkpointed, %d after its last checkpoints", len(k.Records), k.Took.Round(time.Millisecond), len(committed), len(uncommitted))
+
+	got := readBounded(t, srv, dyn, stream, app, t.Name())
+	assertSame(t, "beamkinesis after KCL, across the split", got, want)
+	kclSeen := countsOf(strs(k.Records))
+	dups := 0
+	for _, r := range strs(got) {
+		if kclSeen[r] > 0 {
+			dups++
+		}
+	}
+	if dups != len(uncommitted) {
+		t.Errorf("%d records were read by both; want the %d KCL processed after its last checkpoints", dups, len(uncommitted))
+	}
+	t.Logf("beamkinesis: %d records; %d read by both (KCL's uncommitted tail); whole test %v", len(got), dups, time.Since(start).Round(time.Millisecond))
+}

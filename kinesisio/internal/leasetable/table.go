@@ -336,11 +336,25 @@ func (t *Table) update(ctx context.Context, cur, next Lease, expr string, vals m
 		TableName:                 aws.String(t.name),
 		Key:                       map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: cur.ShardID}},
 		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String("#c = :oldc AND #o = :oldo"),
+		ConditionExpression:       aws.String(heldBy(cur)),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 	})
 	return err
+}
+
+// heldBy is the condition that the lease's counter and owner are still those of cur. KCL
+// leaves leaseOwner out of a lease nobody holds (the child leases it creates at a parent's
+// SHARD_END, and those it has not assigned yet), and a lease without a counter is new.
+func heldBy(cur Lease) string {
+	counter, owner := "#c = :oldc", "#o = :oldo"
+	if cur.Counter == 0 {
+		counter = "(attribute_not_exists(#c) OR #c = :oldc)"
+	}
+	if cur.Owner == "" {
+		owner = "(attribute_not_exists(#o) OR #o = :oldo)"
+	}
+	return counter + " AND " + owner
 }
 
 func containsPlaceholder(expr, ph string) bool {

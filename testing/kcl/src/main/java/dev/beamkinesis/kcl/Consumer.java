@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -170,12 +171,23 @@ public final class Consumer {
     return done ? 0 : 3;
   }
 
+  /**
+   * Shuts the scheduler down gracefully, within {@code --shutdown-seconds} (default 5), then
+   * at once. KCL 3.1.0's graceful shutdown can wait forever for a lease assigned to the worker
+   * just as the shutdown started (its new record processor is never told to shut down); the
+   * checkpoints are all written by then, so stopping at once loses nothing.
+   */
   private void shutDown(Scheduler scheduler) {
+    long seconds = millis("shutdown-seconds", 5);
     try {
-      boolean ok = scheduler.startGracefulShutdown().get(60, TimeUnit.SECONDS);
+      boolean ok = scheduler.startGracefulShutdown().get(seconds, TimeUnit.SECONDS);
       System.err.println("kcl: graceful shutdown " + (ok ? "completed" : "did not complete"));
+    } catch (TimeoutException e) {
+      System.err.printf("kcl: graceful shutdown did not complete in %ds; shutting down at once%n", seconds);
+      scheduler.shutdown();
     } catch (Exception e) {
-      System.err.println("kcl: graceful shutdown failed: " + e);
+      System.err.println("kcl: graceful shutdown failed: " + e + "; shutting down at once");
+      scheduler.shutdown();
     }
   }
 
