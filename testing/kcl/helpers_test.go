@@ -291,7 +291,7 @@ func runKCL(t *testing.T, kinesisURL, dynamoURL, stream, app, worker string, max
 		"--kinesis-endpoint", kinesisURL, "--dynamodb-endpoint", dynamoURL,
 		"--stream", stream, "--app", app, "--worker", worker, "--out", out,
 		"--max-records", strconv.Itoa(maxRecords), "--checkpoint-every", strconv.Itoa(checkpointEvery),
-		"--failover-ms", "2000", "--max-seconds", "60")
+		"--failover-ms", "2000", "--max-seconds", "60", "--protocol", kclProtocol())
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	start := time.Now()
@@ -472,4 +472,13 @@ func logLevel() string {
 		return l
 	}
 	return "warn"
+}
+
+// kclProtocol is the KCL consumer's HTTP protocol to Kinesis: BEAMKINESIS_KCL_PROTOCOL (h2 or
+// http1.1), else http1.1.
+func kclProtocol() string {
+	if p := os.Getenv("BEAMKINESIS_KCL_PROTOCOL"); p != "" {
+		return p
+	}
+	return "http1.1"
 }

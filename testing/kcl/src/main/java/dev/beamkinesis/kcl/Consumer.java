@@ -105,12 +105,13 @@ public final class Consumer {
     Region region = Region.of(args.getOrDefault("region", "us-east-1"));
     StaticCredentialsProvider creds =
         StaticCredentialsProvider.create(AwsBasicCredentials.create("test", "test"));
-    // HTTP/1.1: the server also speaks cleartext HTTP/2 with prior knowledge, but KCL's
-    // polling reads need nothing of HTTP/2. CBOR stays on (the SDK's default).
+    // --protocol http1.1 (default) or h2 (cleartext HTTP/2 with prior knowledge, which the
+    // server speaks too). CBOR stays on (the SDK's default).
+    Protocol protocol = "h2".equals(args.getOrDefault("protocol", "http1.1")) ? Protocol.HTTP2 : Protocol.HTTP1_1;
     KinesisAsyncClient kinesis = KinesisAsyncClient.builder()
         .region(region).credentialsProvider(creds)
         .endpointOverride(URI.create(need("kinesis-endpoint")))
-        .httpClientBuilder(NettyNioAsyncHttpClient.builder().protocol(Protocol.HTTP1_1))
+        .httpClientBuilder(NettyNioAsyncHttpClient.builder().protocol(protocol))
         .build();
     DynamoDbAsyncClient dynamo = DynamoDbAsyncClient.builder()
         .region(region).credentialsProvider(creds)
@@ -137,7 +138,7 @@ public final class Consumer {
         .shardConsumerDispatchPollIntervalMillis(100);
     var metrics = cfg.metricsConfig().metricsLevel(MetricsLevel.NONE).metricsFactory(new NullMetricsFactory());
     PollingConfig polling = new PollingConfig(stream, kinesis)
-        .idleTimeBetweenReadsInMillis(millis("idle-ms", 100))
+        .idleTimeBetweenReadsInMillis(millis("idle-ms", 200))
         .maxRecords((int) millis("max-records-per-fetch", 100));
     Scheduler scheduler = new Scheduler(
         cfg.checkpointConfig(), coordinator, leases, cfg.lifecycleConfig(), metrics,
