@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,33 +282,78 @@ type kclRun struct {
 // table app until it wrote maxRecords records, and returns what it wrote.
 func runKCL(t *testing.T, kinesisURL, dynamoURL, stream, app, worker string, maxRecords, checkpointEvery int) kclRun {
 	t.Helper()
+	return startKCL(t, kinesisURL, dynamoURL, stream, app, worker, maxRecords, checkpointEvery).wait(t)
+}
+
+// kclProcess is a running KCL consumer.
+type kclProcess struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	logs   *bytes.Buffer
+	out    string
+	worker string
+	max    int
+	start  time.Time
+}
+
+// startKCL starts the KCL consumer; wait collects what it wrote. maxRecords 0 runs it until
+// stop.
+func startKCL(t *testing.T, kinesisURL, dynamoURL, stream, app, worker string, maxRecords, checkpointEvery int) *kclProcess {
+	t.Helper()
 	java, cp := components.KCLT(t)
-	out := filepath.Join(t.TempDir(), worker+".tsv")
+	p := &kclProcess{logs: &bytes.Buffer{}, out: filepath.Join(t.TempDir(), worker+".tsv"), worker: worker, max: maxRecords}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
+	p.cancel = cancel
+	p.cmd = exec.CommandContext(ctx, java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel="+logLevel(), "-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-cp", cp, "dev.beamkinesis.kcl.Consumer",
 		"--kinesis-endpoint", kinesisURL, "--dynamodb-endpoint", dynamoURL,
-		"--stream", stream, "--app", app, "--worker", worker, "--out", out,
+		"--stream", stream, "--app", app, "--worker", worker, "--out", p.out,
 		"--max-records", strconv.Itoa(maxRecords), "--checkpoint-every", strconv.Itoa(checkpointEvery),
 		"--failover-ms", "2000", "--max-seconds", "60", "--protocol", kclProtocol())
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	start := time.Now()
-	err := cmd.Run()
-	run := kclRun{Log: logs.String(), Took: time.Since(start)}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	p.start = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting the KCL consumer: %v", err)
+	}
+	t.Cleanup(func() { // a test that failed early: end the process
+		if p.cmd.ProcessState == nil {
+			p.cancel()
+			_ = p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+// stop asks the consumer to shut down gracefully (SIGTERM), as an operator would.
+func (p *kclProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signalling the KCL consumer: %v", err)
+	}
+}
+
+// wait waits for the consumer to exit and returns what it wrote.
+func (p *kclProcess) wait(t *testing.T) kclRun {
+	t.Helper()
+	defer p.cancel()
+	err := p.cmd.Wait()
+	run := kclRun{Log: p.logs.String(), Took: time.Since(p.start)}
 	if dir := os.Getenv("BEAMKINESIS_KCL_LOG_DIR"); dir != "" { // for debugging: keep the log
-		_ = os.WriteFile(filepath.Join(dir, worker+".log"), logs.Bytes(), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, p.worker+".log"), p.logs.Bytes(), 0o644)
 	}
 	if err != nil {
 		var exit *exec.ExitError
-		if errors.As(err, &exit) && exit.ExitCode() == 3 {
-			t.Fatalf("the KCL consumer did not reach %d records in time; its log:\n%s", maxRecords, tail(run.Log, 60))
+		// A signal ends the JVM through its shutdown hook with exit code 143.
+		if !(errors.As(err, &exit) && exit.ExitCode() == 143 && p.max == 0) {
+			if errors.As(err, &exit) && exit.ExitCode() == 3 {
+				t.Fatalf("the KCL consumer did not reach %d records in time; its log:\n%s", p.max, tail(run.Log, 60))
+			}
+			t.Fatalf("the KCL consumer: %v; its log:\n%s", err, tail(run.Log, 60))
 		}
-		t.Fatalf("the KCL consumer: %v; its log:\n%s", err, tail(run.Log, 60))
 	}
-	f, err := os.Open(out)
+	f, err := os.Open(p.out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -298,3 +298,72 @@ func TestKCLThenBeamkinesisAcrossASplit(t *testing.T) {
 	}
 	t.Logf("beamkinesis: %d records; %d read by both (KCL's uncommitted tail); whole test %v", len(got), dups, time.Since(start).Round(time.Millisecond))
 }
+
+// A beamkinesis read started while a KCL application still runs on the table does not take
+// its leases: the KCL worker renews them (their lease counters move within the failover
+// time), so the read fails naming the worker, and KCL's leases and checkpoints stay as they
+// are. Once KCL is stopped by a signal (graceful shutdown), a read continues after KCL's
+// checkpoints.
+func TestBeamkinesisRefusesTheLeasesOfARunningKCLWorker(t *testing.T) {
+	const stream, app, worker = "kcl-live", "kcl-live-app", "kcl-worker-5"
+	srv, dyn, all := setup(t, stream)
+	db := dynamo(dyn)
+	createLeaseTable(t, db, app)
+	seedLeases(t, db, srv.Client(), app, stream)
+
+	p := startKCL(t, srv.URL(), dyn, stream, app, worker, 0, checkpointEvery)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		owned := 0
+		for _, l := range leases(t, db, app) {
+			if l.Owner == worker && l.Checkpoint != "TRIM_HORIZON" {
+				owned++
+			}
+		}
+		if owned == shards {
+			break
+		}
+		if time.Now().After(deadline) {
+			p.stop(t)
+			t.Fatalf("KCL holds and has checkpointed %d of %d leases after 30s; its log:\n%s", owned, shards, tail(p.wait(t).Log, 40))
+		}
+		time.Sleep(100 * time.Millisecond) // polling the table: KCL offers no event to wait on
+	}
+
+	opts := []kinesisio.Option{
+		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion("us-east-1"), kinesisio.WithStaticCredentials("test", "test"),
+		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
+		kinesisio.WithCheckpointTable(app), kinesisio.WithCheckpointTableEndpoint(dyn),
+		kinesisio.WithCheckpointTableFailover(failover),
+	}
+	pl, s := beam.NewPipelineWithRoot()
+	refused := collect(s, t.Name()+"/refused", kinesisio.ReadBounded(s, stream, opts...))
+	err := ptest.Run(pl)
+	if err == nil || !strings.Contains(err.Error(), "live worker") || !strings.Contains(err.Error(), worker) {
+		p.stop(t)
+		p.wait(t)
+		t.Fatalf("a read on the leases of a running KCL worker ended with %v; want an error naming the live worker %s", err, worker)
+	}
+	if n := len(refused.get()); n != 0 {
+		t.Errorf("the refused read emitted %d records", n)
+	}
+
+	p.stop(t)
+	k := p.wait(t)
+	byKCL := leases(t, db, app)
+	for id, l := range byKCL {
+		if l.Owner != worker {
+			t.Errorf("after the refused read and KCL's shutdown, %s is owned by %q, want %s", id, l.Owner, worker)
+		}
+	}
+	for r, n := range countsOf(strs(k.Records)) {
+		if n > 1 {
+			t.Errorf("KCL processed %d× %s", n, r)
+		}
+	}
+	_, uncommitted := split(t, k.Records, byKCL)
+	_, want := split(t, all, byKCL)
+	got := readBounded(t, srv, dyn, stream, app, t.Name()+"/after")
+	assertSame(t, "beamkinesis after KCL's graceful shutdown on SIGTERM", got, want)
+	t.Logf("KCL (stopped by SIGTERM): %d records in %v, %d after its last checkpoints; beamkinesis then read %d", len(k.Records), k.Took.Round(time.Millisecond), len(uncommitted), len(got))
+}
