@@ -10,6 +10,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
@@ -30,6 +31,7 @@ const (
 // setup starts the kinesistest server with stream filled by the workload, and dynalite.
 func setup(t *testing.T, stream string) (*kinesistest.Server, string, []rec) {
 	t.Helper()
+	components.KCLT(t) // fail (or skip) before anything runs when the consumer is not built
 	srv, err := kinesistest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +194,7 @@ func countsOf(ss []string) map[string]int {
 // checkpoints.
 func TestBeamkinesisThenKCLAcrossASplit(t *testing.T) {
 	const stream, table, perShard = "beam-split", "beam-split-app", 40
+	components.KCLT(t)
 	srv, err := kinesistest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -246,6 +249,7 @@ func TestBeamkinesisThenKCLAcrossASplit(t *testing.T) {
 // children and the other shard.
 func TestKCLThenBeamkinesisAcrossASplit(t *testing.T) {
 	const stream, app, kclRecords = "kcl-split", "kcl-split-app", 150
+	components.KCLT(t)
 	srv, err := kinesistest.Start()
 	if err != nil {
 		t.Fatal(err)
