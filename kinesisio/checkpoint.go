@@ -18,17 +18,11 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 )
 
-// commitTimeout bounds one commit made from a finalization callback, which has no context.
-const commitTimeout = 30 * time.Second
-
-// finalizationExpiry is how long a runner may wait before it finalizes a bundle (after that
-// it drops the callback, and the next bundle's commit covers the position).
-const finalizationExpiry = 10 * time.Minute
-
-// Checkpoint table metrics: commits made, positions committed per shard, latency of the
-// DynamoDB write and lag from the end of the bundle to the committed write. They are added
-// in the next ProcessElement call after the commit (finalization callbacks have no metrics
-// context).
+// Checkpoint table metrics: commits written, DynamoDB calls, latency of a commit's write,
+// lag from the end of the reader call that reached a position to its committed write,
+// SHARD_END commits, leases lost to another owner, lease renewals. Per shard,
+// checkpoint_committed_records_<shard id> counts the user records the committed positions
+// cover. They are reported by the commit step's bundles.
 var (
 	tableCommits    = beam.NewCounter(metricsNamespace, "checkpoint_commits")
 	tableCalls      = beam.NewCounter(metricsNamespace, "checkpoint_dynamodb_calls")
@@ -36,23 +30,45 @@ var (
 	tableLagMs      = beam.NewDistribution(metricsNamespace, "checkpoint_commit_lag_ms")
 	tableShardEnds  = beam.NewCounter(metricsNamespace, "checkpoint_shard_ends")
 	tableLostLeases = beam.NewCounter(metricsNamespace, "checkpoint_leases_lost")
+	tableRenewals   = beam.NewCounter(metricsNamespace, "checkpoint_lease_renewals")
 )
+
+// committedRecordsMetric is the name of the per-shard counter of committed records.
+func committedRecordsMetric(shardID string) string { return "checkpoint_committed_records_" + shardID }
+
+// commitTimeout bounds one commit.
+const commitTimeout = 30 * time.Second
+
+// defaultLeaseDuration is KCL's default failoverTimeMillis: a lease whose counter has not
+// moved for this long belongs to a dead owner.
+const defaultLeaseDuration = 10 * time.Second
 
 // checkpointSpec names the checkpoint table of a read, and the owner its leases are held by:
 // one owner per pipeline construction, shared by all its workers. Empty Table means none.
+// Takeover and LeaseDuration are WithCheckpointTakeover and WithCheckpointLeaseDuration.
 type checkpointSpec struct {
-	Table    string
-	Endpoint string
-	Owner    string
-	// Failover is WithCheckpointTableFailover (checkpoint_foreign.go); 0 means the default.
-	Failover time.Duration
+	Table         string
+	Endpoint      string
+	Owner         string
+	Takeover      bool
+	LeaseDuration time.Duration
 }
 
 func newCheckpointSpec(cfg config) checkpointSpec {
 	if cfg.read.checkpointTable == "" {
 		return checkpointSpec{}
 	}
-	return checkpointSpec{Table: cfg.read.checkpointTable, Endpoint: cfg.read.checkpointEndpoint, Owner: ownerPrefix + cfg.read.readID, Failover: cfg.read.checkpointFailover}
+	d := cfg.read.leaseDuration
+	if d <= 0 {
+		d = defaultLeaseDuration
+	}
+	return checkpointSpec{
+		Table:         cfg.read.checkpointTable,
+		Endpoint:      cfg.read.checkpointEndpoint,
+		Owner:         "beamkinesis-" + cfg.read.readID,
+		Takeover:      cfg.read.checkpointTakeover,
+		LeaseDuration: d,
+	}
 }
 
 func (s checkpointSpec) enabled() bool { return s.Table != "" }
@@ -67,30 +83,36 @@ type checkpointer struct {
 	shards map[string]*shardLease
 	// parentsDone holds the shards whose parents were seen at SHARD_END.
 	parentsDone map[string]bool
-	// pending holds, per shard, the position the last call on this worker reached, to be
-	// committed when the runner hands back the residual that starts after it.
-	pending map[string]pendingCommit
-
-	stats checkpointStats
-	// foreign watches leases held by other applications' workers (checkpoint_foreign.go).
-	foreign foreignWatch
+	// renewing says the lease renewer runs (lease.go).
+	renewing bool
 	// children finds a closed shard's children for its SHARD_END item (checkpoint_kcl.go).
 	children childLister
+
+	stats checkpointStats
 }
 
-// shardLease serialises the commits of one shard and remembers its lease as last written.
+// shardLease serialises the writes of one shard and remembers its lease as last written.
 type shardLease struct {
 	mu    sync.Mutex
 	lease leasetable.Lease
 	lost  *leasetable.LostError
+	// stream is the shard's stream, for log lines.
+	stream string
+	// written is when this worker last wrote the lease (commit or renewal); calls counts the
+	// reader calls on the shard running now, seen when the last one ended (lease.go).
+	written time.Time
+	calls   int
+	seen    time.Time
 }
 
 // checkpointStats are counted on any goroutine and moved into Beam metrics by flush.
 type checkpointStats struct {
-	commits, calls, shardEnds, lost atomic.Int64
-	latency, lag                    statQueue
-	registered, finalized           atomic.Int64
-	warnedNoFinalization            atomic.Bool
+	commits, calls, shardEnds, lost, renewals atomic.Int64
+	latency, lag                              statQueue
+
+	mu sync.Mutex
+	// records holds, per shard, the user records covered by commits not yet reported.
+	records map[string]int64
 }
 
 // statQueue holds samples until a ProcessElement call reports them.
@@ -121,13 +143,15 @@ var (
 )
 
 // Process-wide totals of every checkpointer, for tests and benchmarks: DynamoDB calls,
-// commits written, and the sum and maximum of their lags (bundle end to written).
+// commits written, the sum and maximum of their lags (reader call end to written), and the
+// lags themselves (for percentiles).
 var (
 	tableCallsTotal   atomic.Int64
 	tableCommitsTotal atomic.Int64
 	tableLagSumMs     atomic.Int64
 	tableLagMaxMs     atomic.Int64
 	tableLostTotal    atomic.Int64
+	tableLags         statQueue
 )
 
 // openCheckpointer returns the process's checkpointer for spec, creating the table if it is
@@ -143,7 +167,7 @@ func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointS
 	if err != nil {
 		return nil, err
 	}
-	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, pending: map[string]pendingCommit{}, children: childLister{cfg: client}}
+	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, children: childLister{cfg: client}}
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		if spec.Endpoint != "" {
 			o.BaseEndpoint = aws.String(spec.Endpoint)
@@ -173,185 +197,65 @@ func (c *checkpointer) shard(id string) *shardLease {
 	return s
 }
 
-// acquire takes d's lease for this job (creating its item, or taking it over from another
-// owner, saying so) and returns d as it must be read: from the lease's checkpoint when it
-// has one. read is false when the lease says SHARD_END: the shard was read to its end.
-func (c *checkpointer) acquire(ctx context.Context, d shardDescriptor) (shardDescriptor, bool, error) {
-	want := leasetable.Lease{
-		ShardID:         d.ShardID,
-		Checkpoint:      initialCheckpoint(d),
-		StartingHashKey: d.StartingHashKey,
-		EndingHashKey:   d.EndingHashKey,
-	}
-	for _, p := range []string{d.ParentShardID, d.AdjacentParentShardID} {
-		if p != "" {
-			want.Parents = append(want.Parents, p)
-		}
-	}
-	if err := c.awaitForeignExpiry(ctx, d); err != nil {
-		return d, false, err
-	}
-	s := c.shard(d.ShardID)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l, prev, err := c.table.Acquire(ctx, want, c.spec.Owner)
-	if err != nil {
-		return d, false, fmt.Errorf("kinesisio: checkpoint table %s: %w", c.spec.Table, err)
-	}
-	s.lease, s.lost = l, nil
-	if prev != nil && prev.Owner != "" { // a lease without owner (KCL's unassigned leases) is simply taken
-		log.Warnf(ctx, "kinesisio: took over the lease of %v in checkpoint table %s from owner %q (lease counter %d, now %d): that job, if it still runs, stops reading the shard at its next commit", d, c.spec.Table, prev.Owner, prev.Counter, l.Counter)
-	}
-	switch {
-	case l.Checkpoint == leasetable.ShardEnd:
-		log.Infof(ctx, "kinesisio: %v is at SHARD_END in checkpoint table %s; it is not read again", d, c.spec.Table)
-		return d, false, nil
-	case leasetable.IsSequence(l.Checkpoint):
-		d.StartKind, d.StartSeq, d.StartSub, d.StartTimeMs = startAfterSubSequence, l.Checkpoint, l.Sub, 0
-		log.Infof(ctx, "kinesisio: %v resumes after %s/%d, its checkpoint in table %s", d, l.Checkpoint, l.Sub, c.spec.Table)
-	}
-	return d, true, nil
-}
-
-// initialCheckpoint is the KCL checkpoint of a shard not read yet: its start position.
-// A start at a sequence number has no KCL name; TRIM_HORIZON is the one that loses nothing.
-func initialCheckpoint(d shardDescriptor) string {
-	switch d.StartKind {
-	case startAtTimestamp:
-		return leasetable.AtTimestamp
-	case startAfterSequence:
-		return d.StartSeq
-	}
-	return leasetable.TrimHorizon
-}
-
-// lostTo says whether another owner holds d's lease (a commit found it so).
-func (c *checkpointer) lostTo(d shardDescriptor) *leasetable.LostError {
-	s := c.shard(d.ShardID)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lost
-}
-
-// commit writes pos (or SHARD_END) as d's checkpoint. It is called from finalization
-// callbacks, after the runner committed the bundle that claimed up to pos.
-func (c *checkpointer) commit(d shardDescriptor, pos leasetable.Position, bundleEnd time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+// commit writes tok's position (or SHARD_END) as its shard's checkpoint. commitFn calls it
+// once the runner handed it the token: after the runner committed the bundle that read up
+// to it. A failed write is logged, not returned: the next token of the shard covers it, and
+// until then only more records would be read again by a new job.
+func (c *checkpointer) commit(ctx context.Context, tok commitToken) {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	c.stats.finalized.Add(1)
-	s := c.shard(d.ShardID)
+	s := c.shard(tok.ShardID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lost != nil {
-		return nil
+		return
 	}
 	if s.lease.ShardID == "" {
-		s.lease.ShardID = d.ShardID
+		s.lease.ShardID = tok.ShardID
 	}
 	var children []string
-	if pos.Seq == leasetable.ShardEnd && s.lease.Checkpoint != leasetable.ShardEnd {
-		children = c.childrenOf(ctx, d)
+	if tok.Seq == leasetable.ShardEnd && s.lease.Checkpoint != leasetable.ShardEnd {
+		children = c.childrenOf(ctx, tok.Stream, tok.ShardID)
 	}
 	start := time.Now()
-	l, err := c.table.Commit(ctx, s.lease, c.spec.Owner, pos, children)
+	l, err := c.table.Commit(ctx, s.lease, c.spec.Owner, tok.position(), children)
 	var lost *leasetable.LostError
 	switch {
 	case errors.As(err, &lost):
-		s.lost = lost
-		c.stats.lost.Add(1)
-		tableLostTotal.Add(1)
-		log.Errorf(ctx, "kinesisio: the lease of %v in checkpoint table %s was taken over by owner %q (lease counter %d); this job commits nothing more for it and stops reading it", d, c.spec.Table, lost.Owner, lost.Counter)
-		return nil
+		c.loseLocked(ctx, s, lost, tok.Stream)
+		return
 	case err != nil:
-		// The next bundle's commit covers this position. Not returned: Prism panics on a
-		// finalization error, and a failed commit only means more records read again.
-		log.Warnf(ctx, "kinesisio: committing %v at %s/%d failed; the next commit covers it: %v", d, pos.Seq, pos.Sub, err)
-		return nil
+		log.Warnf(ctx, "kinesisio: committing shard %s of stream %s at %s/%d to checkpoint table %s failed; the next commit covers it: %v", tok.ShardID, tok.Stream, tok.Seq, tok.Sub, c.spec.Table, err)
+		return
 	}
-	s.lease = l
-	now := time.Now()
+	s.lease, s.written = l, time.Now()
+	now := s.written
 	c.stats.commits.Add(1)
 	c.stats.latency.add(now.Sub(start).Milliseconds())
-	lag := now.Sub(bundleEnd).Milliseconds()
+	lag := now.UnixMilli() - tok.EndMs
 	c.stats.lag.add(lag)
+	c.stats.mu.Lock()
+	if c.stats.records == nil {
+		c.stats.records = map[string]int64{}
+	}
+	c.stats.records[tok.ShardID] += tok.Records
+	c.stats.mu.Unlock()
 	tableCommitsTotal.Add(1)
 	tableLagSumMs.Add(lag)
+	tableLags.add(lag)
 	for m := tableLagMaxMs.Load(); lag > m && !tableLagMaxMs.CompareAndSwap(m, lag); m = tableLagMaxMs.Load() {
 	}
-	if pos.Seq == leasetable.ShardEnd {
+	if tok.Seq == leasetable.ShardEnd {
 		c.stats.shardEnds.Add(1)
 	}
-	return nil
 }
 
-// pendingCommit is a position reached by a call whose bundle the runner has not yet been
-// seen to commit.
-type pendingCommit struct {
-	pos leasetable.Position
-	end time.Time
-}
-
-// commitResumed commits the position before rest, the residual the runner handed back: the
-// runner persists a bundle before it schedules the residual the bundle returned, so the
-// records before rest's start are committed output. This covers what finalization callbacks
-// do not: Beam Go v2.77.0 runs a plan's callbacks only in its first bundle (exec.Plan.Finalize
-// replaces the plan's bundleFinalizer, but its ParDo nodes keep registering callbacks on the
-// old one), and Prism reuses plans.
-func (c *checkpointer) commitResumed(d shardDescriptor, rest shardRestriction) {
-	var p pendingCommit
-	c.mu.Lock()
-	p, ok := c.pending[d.ShardID]
-	if ok && p.pos.Seq == rest.StartSeq {
-		delete(c.pending, d.ShardID)
-	}
-	c.mu.Unlock()
-	switch {
-	case ok && p.pos.Seq == rest.StartSeq && (rest.StartKind == startAfterSequence || p.pos.Sub == rest.StartSub):
-	case rest.StartKind == startAfterSubSequence && rest.Claimed > 0:
-		// Resumed on another worker: the position is exact inside an aggregate.
-		p = pendingCommit{pos: leasetable.Position{Seq: rest.StartSeq, Sub: rest.StartSub}, end: time.Now()}
-	default:
-		return
-	}
-	c.commit(d, p.pos, p.end)
-}
-
-// registerCommit asks the runner to commit, once it has committed this bundle, the position
-// the call's claims reached on rt. final says no residual follows the call (the shard or the
-// read ended).
-func (c *checkpointer) registerCommit(ctx context.Context, bf beam.BundleFinalization, rt *sdf.LockRTracker, d shardDescriptor, final bool) {
-	t, ok := rt.Rt.(*shardTracker)
-	if !ok {
-		return
-	}
-	rt.Mu.Lock()
-	last, claimed, shardEnd := t.reached()
-	rt.Mu.Unlock()
-	var pos leasetable.Position
-	switch {
-	case shardEnd:
-		pos = leasetable.Position{Seq: leasetable.ShardEnd}
-	case claimed:
-		pos = leasetable.Position{Seq: last.Seq, Sub: last.Sub}
-	default:
-		return
-	}
-	end := time.Now()
-	if shardEnd || final {
-		// No residual will be handed back; with finalization unreliable in Beam Go v2.77.0
-		// (see commitResumed) the position is written now, after the call emitted the
-		// records up to it.
-		c.commit(d, pos, end)
-		return
-	}
-	c.mu.Lock()
-	c.pending[d.ShardID] = pendingCommit{pos: pos, end: end}
-	c.mu.Unlock()
-	c.stats.registered.Add(1)
-	if c.stats.registered.Load() >= 1000 && c.stats.finalized.Load() == 0 && !c.stats.warnedNoFinalization.Swap(true) {
-		log.Warnf(ctx, "kinesisio: the runner has finalized none of the last 1000 bundles that read from stream %s, so no position reaches checkpoint table %s; a new job would resume from the last committed positions (or WithStartingPosition)", d.Stream, c.spec.Table)
-	}
-	bf.RegisterCallback(finalizationExpiry, func() error { return c.commit(d, pos, end) })
+// loseLocked records that another owner holds s's lease now, and says so. s.mu is held.
+func (c *checkpointer) loseLocked(ctx context.Context, s *shardLease, lost *leasetable.LostError, stream string) {
+	s.lost = lost
+	c.stats.lost.Add(1)
+	tableLostTotal.Add(1)
+	log.Errorf(ctx, "kinesisio: the lease of shard %s of stream %s in checkpoint table %s was taken over by owner %q (lease counter %d); owner %q commits nothing more for it and stops reading it", lost.ShardID, stream, c.spec.Table, lost.Owner, lost.Counter, c.spec.Owner)
 }
 
 // flush adds the statistics gathered since the last flush to the Beam metrics of ctx.
@@ -367,6 +271,16 @@ func (c *checkpointer) flush(ctx context.Context) {
 	}
 	if n := c.stats.lost.Swap(0); n > 0 {
 		tableLostLeases.Inc(ctx, n)
+	}
+	if n := c.stats.renewals.Swap(0); n > 0 {
+		tableRenewals.Inc(ctx, n)
+	}
+	c.stats.mu.Lock()
+	records := c.stats.records
+	c.stats.records = nil
+	c.stats.mu.Unlock()
+	for shard, n := range records {
+		beam.NewCounter(metricsNamespace, committedRecordsMetric(shard)).Inc(ctx, n)
 	}
 	for _, ms := range c.stats.latency.take() {
 		tableLatencyMs.Update(ctx, ms)

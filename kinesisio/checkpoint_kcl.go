@@ -29,19 +29,20 @@ type childLister struct {
 	err    error
 }
 
-// childrenOf returns the ids of the shards whose parent or adjacent parent is d, sorted. An
-// error is logged and gives none: the SHARD_END checkpoint is written all the same.
-func (c *checkpointer) childrenOf(ctx context.Context, d shardDescriptor) []string {
+// childrenOf returns the ids of the shards of stream whose parent or adjacent parent is
+// shard, sorted. An error is logged and gives none: the SHARD_END checkpoint is written all
+// the same.
+func (c *checkpointer) childrenOf(ctx context.Context, stream, shard string) []string {
 	l := &c.children
 	l.once.Do(func() { l.client, l.err = newClient(ctx, l.cfg) })
 	if l.err != nil {
-		log.Warnf(ctx, "kinesisio: %v reached SHARD_END; its children are not written to checkpoint table %s: %v", d, c.spec.Table, l.err)
+		log.Warnf(ctx, "kinesisio: shard %s of stream %s reached SHARD_END; its children are not written to checkpoint table %s: %v", shard, stream, c.spec.Table, l.err)
 		return nil
 	}
 	var children []string
 	policy := backoff.Policy{Retries: 5, Initial: 100 * time.Millisecond, Max: 2 * time.Second}
 	in := &kinesis.ListShardsInput{}
-	in.StreamName, in.StreamARN = streamarn.Input(d.Stream)
+	in.StreamName, in.StreamARN = streamarn.Input(stream)
 	for {
 		var out *kinesis.ListShardsOutput
 		err := backoff.Do(ctx, policy, func(ctx context.Context) error {
@@ -50,11 +51,11 @@ func (c *checkpointer) childrenOf(ctx context.Context, d shardDescriptor) []stri
 			return err
 		}, func(int, error, backoff.Class, time.Duration) {})
 		if err != nil {
-			log.Warnf(ctx, "kinesisio: %v reached SHARD_END; its children are not written to checkpoint table %s: %v", d, c.spec.Table, fmt.Errorf("listing the shards of stream %s: %w", d.Stream, err))
+			log.Warnf(ctx, "kinesisio: shard %s of stream %s reached SHARD_END; its children are not written to checkpoint table %s: %v", shard, stream, c.spec.Table, fmt.Errorf("listing the shards: %w", err))
 			return nil
 		}
 		for _, sh := range out.Shards {
-			if aws.ToString(sh.ParentShardId) == d.ShardID || aws.ToString(sh.AdjacentParentShardId) == d.ShardID {
+			if aws.ToString(sh.ParentShardId) == shard || aws.ToString(sh.AdjacentParentShardId) == shard {
 				children = append(children, aws.ToString(sh.ShardId))
 			}
 		}

@@ -56,17 +56,21 @@ func (s discoverySpec) openTable(ctx context.Context) (*checkpointer, error) {
 	if err != nil {
 		return nil, err
 	}
-	log.Infof(ctx, "kinesisio: positions of stream %s are kept in checkpoint table %s as owner %q, written when the runner finalizes the bundle that read them; on a runner that never finalizes bundles nothing is written, and a new job resumes from the positions last committed (or WithStartingPosition)", s.Stream, s.Checkpoint.Table, s.Checkpoint.Owner)
+	log.Infof(ctx, "kinesisio: positions of stream %s are kept in checkpoint table %s as owner %q, written once the runner has committed the bundle that read them (lease duration %v, takeover %v)", s.Stream, s.Checkpoint.Table, s.Checkpoint.Owner, s.Checkpoint.LeaseDuration, s.Checkpoint.Takeover)
 	return cp, nil
 }
 
-// leased passes d through the checkpoint table cp (nil: none): it takes d's lease and
-// returns d starting from its checkpoint; read is false for a shard at SHARD_END.
-func leased(ctx context.Context, cp *checkpointer, d shardDescriptor) (shardDescriptor, bool, error) {
+// leased passes ds through the checkpoint table cp (nil: none): it takes their leases and
+// returns each starting from its checkpoint; read is false for a shard at SHARD_END.
+func leased(ctx context.Context, cp *checkpointer, ds []shardDescriptor) ([]shardDescriptor, []bool, error) {
 	if cp == nil {
-		return d, true, nil
+		read := make([]bool, len(ds))
+		for i := range read {
+			read[i] = true
+		}
+		return ds, read, nil
 	}
-	return cp.acquire(ctx, d)
+	return cp.acquireAll(ctx, ds)
 }
 
 // endTimeMs is when a read that started at startMs ends: start + WithMaxReadTime, or never
@@ -331,15 +335,18 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	for _, id := range rest.Shards {
 		known[id] = true
 	}
+	var found []shardDescriptor
 	for _, s := range shards {
-		if known[aws.ToString(s.ShardId)] {
-			continue
+		if !known[aws.ToString(s.ShardId)] {
+			found = append(found, newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, readStart, endTime))
 		}
-		d, read, err := leased(ctx, fn.cp, newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, readStart, endTime))
-		if err != nil {
-			return nil, err
-		}
-		if !read {
+	}
+	found, read, err := leased(ctx, fn.cp, found)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range found {
+		if !read[i] {
 			continue
 		}
 		if rest.LastPollMs > 0 {
@@ -397,12 +404,16 @@ func (fn *discoverBoundedFn) ProcessElement(ctx context.Context, _ []byte, emit 
 	if err != nil {
 		return err
 	}
-	for _, s := range shards {
-		d, read, err := leased(ctx, fn.cp, newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, start, end))
-		if err != nil {
-			return err
-		}
-		if !read {
+	found := make([]shardDescriptor, len(shards))
+	for i, s := range shards {
+		found[i] = newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, start, end)
+	}
+	found, read, err := leased(ctx, fn.cp, found)
+	if err != nil {
+		return err
+	}
+	for i, d := range found {
+		if !read[i] {
 			continue
 		}
 		shardsDiscovered.Inc(ctx, 1)

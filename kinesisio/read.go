@@ -12,8 +12,8 @@ import (
 func init() {
 	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, []byte, func(beam.EventTime, shardDescriptor), sdf.ProcessContinuation, error](&discoverFn{})
 	register.DoFn3x1[context.Context, []byte, func(shardDescriptor), error](&discoverBoundedFn{})
-	register.DoFn6x2[context.Context, *watermarkEstimator, beam.BundleFinalization, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), sdf.ProcessContinuation, error](&readFn{})
-	register.DoFn5x1[context.Context, beam.BundleFinalization, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), error](&readBoundedFn{})
+	register.DoFn6x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), func(beam.EventTime, commitToken), sdf.ProcessContinuation, error](&readFn{})
+	register.DoFn5x1[context.Context, *sdf.LockRTracker, shardDescriptor, func(beam.EventTime, Record), func(beam.EventTime, commitToken), error](&readBoundedFn{})
 	register.Emitter2[beam.EventTime, shardDescriptor]()
 	register.Emitter1[shardDescriptor]()
 	register.Emitter2[beam.EventTime, Record]()
@@ -42,7 +42,9 @@ func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 	regionFromStreamARN("kinesisio.Read", stream, &cfg)
 	shards := beam.ParDo(s, &discoverFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
 	shards = beam.Reshuffle(s, shards)
-	return beam.ParDo(s, &readFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
+	recs, tokens := beam.ParDo2(s, &readFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
+	commitPositions(s, cfg, tokens)
+	return recs
 }
 
 // ReadBounded reads stream as a bounded PCollection of Record: every record, in every shard
@@ -57,7 +59,19 @@ func ReadBounded(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 	regionFromStreamARN("kinesisio.ReadBounded", stream, &cfg)
 	shards := beam.ParDo(s, &discoverBoundedFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
 	shards = beam.Reshuffle(s, shards)
-	return beam.ParDo(s, &readBoundedFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
+	recs, tokens := beam.ParDo2(s, &readBoundedFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
+	commitPositions(s, cfg, tokens)
+	return recs
+}
+
+// commitPositions writes the readers' commit tokens to the checkpoint table, behind a
+// fusion break (commit.go); without a table there are none.
+func commitPositions(s beam.Scope, cfg config, tokens beam.PCollection) {
+	if cfg.read.checkpointTable == "" {
+		return
+	}
+	s = s.Scope("commit")
+	beam.ParDo0(s, &commitFn{Spec: commitSpec{Client: cfg.client, Checkpoint: newCheckpointSpec(cfg)}}, beam.Reshuffle(s, tokens))
 }
 
 // shardFn holds what the unbounded and the bounded shard readers share: their
@@ -148,10 +162,10 @@ func (fn *readFn) WatermarkEstimatorState(e *watermarkEstimator) int64 {
 }
 
 // ProcessElement reads the shard until its restriction ends or it is time to checkpoint.
-// With a checkpoint table it first waits for the shard's parents to be read to their end,
-// and registers the commit of the position it reached for when the runner finalizes the
-// bundle.
-func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf beam.BundleFinalization, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
+// With a checkpoint table it first waits for the shard's parents to be read to their end
+// (and stops for good if another job took the shard's lease), and emits the position it
+// reached as a commit token, written to the table once the runner committed this bundle.
+func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record), emitCommit func(beam.EventTime, commitToken)) (sdf.ProcessContinuation, error) {
 	if err := fn.Setup(ctx); err != nil {
 		return nil, err
 	}
@@ -159,14 +173,16 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf
 	if cp == nil {
 		return fn.reader.process(ctx, we, rt, d, emit)
 	}
-	cp.flush(ctx)
 	if cont, held, err := fn.reader.holdForTable(ctx, rt, d); held || err != nil {
 		return cont, err
 	}
-	cp.commitResumed(d, rt.GetRestriction().(shardRestriction))
+	resumes := false
+	cp.callStarted(d)
+	defer func() { cp.callEnded(d, resumes) }()
 	cont, err := fn.reader.process(ctx, we, rt, d, emit)
+	resumes = err == nil && cont != nil && cont.ShouldResume()
 	if err == nil {
-		cp.registerCommit(ctx, bf, rt, d, cont == nil || !cont.ShouldResume())
+		emitToken(cp, rt, d, emitCommit)
 	}
 	return cont, err
 }
@@ -177,18 +193,23 @@ type readBoundedFn struct {
 	shardFn
 }
 
-// ProcessElement reads the shard to the end of the read. With a checkpoint table it
-// registers the commit of the position it reached for when the runner finalizes the bundle;
-// it does not wait for parents (a runner may run a parent and its child in one bundle, whose
-// commit comes after both).
-func (fn *readBoundedFn) ProcessElement(ctx context.Context, bf beam.BundleFinalization, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) error {
+// ProcessElement reads the shard to the end of the read. With a checkpoint table it emits
+// the position it reached as a commit token; it does not wait for parents (a runner may run
+// a parent and its child in one bundle, whose commit comes after both).
+func (fn *readBoundedFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record), emitCommit func(beam.EventTime, commitToken)) error {
 	if err := fn.Setup(ctx); err != nil {
 		return err
 	}
+	cp := fn.reader.cp
+	if cp == nil {
+		_, err := fn.reader.process(ctx, nil, rt, d, emit)
+		return err
+	}
+	cp.callStarted(d)
+	defer cp.callEnded(d, false)
 	_, err := fn.reader.process(ctx, nil, rt, d, emit)
-	if cp := fn.reader.cp; cp != nil && err == nil {
-		cp.flush(ctx)
-		cp.registerCommit(ctx, bf, rt, d, true)
+	if err == nil {
+		emitToken(cp, rt, d, emitCommit)
 	}
 	return err
 }

@@ -68,8 +68,10 @@ type readConfig struct {
 	// WithCheckpointTableEndpoint.
 	checkpointTable    string
 	checkpointEndpoint string
-	// checkpointFailover is WithCheckpointTableFailover (checkpoint_foreign.go).
-	checkpointFailover time.Duration
+	// checkpointTakeover and leaseDuration are WithCheckpointTakeover and
+	// WithCheckpointLeaseDuration (0: the default).
+	checkpointTakeover bool
+	leaseDuration      time.Duration
 	// readID names the transform for pacing (pacing.go); buildConfig sets it.
 	readID string
 }
@@ -97,8 +99,8 @@ func (r *readConfig) validate() error {
 	if r.checkpointEndpoint != "" && r.checkpointTable == "" {
 		return fmt.Errorf("WithCheckpointTableEndpoint was given without WithCheckpointTable; name the table too")
 	}
-	if r.checkpointFailover > 0 && r.checkpointTable == "" {
-		return fmt.Errorf("WithCheckpointTableFailover was given without WithCheckpointTable; name the table too")
+	if (r.checkpointTakeover || r.leaseDuration > 0) && r.checkpointTable == "" {
+		return fmt.Errorf("WithCheckpointTakeover or WithCheckpointLeaseDuration was given without WithCheckpointTable; name the table too")
 	}
 	return nil
 }
@@ -110,9 +112,9 @@ var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 // if missing. A position is written only when the runner finalizes the bundle that read it,
 // a job started on the table resumes every shard after its committed checkpoint (shards
 // without one start at WithStartingPosition; closed shards at SHARD_END are not read again),
-// and Read reads a child shard only once each parent's item says SHARD_END. A second job on
-// the same table takes the leases over; the first then stops reading those shards. The
-// region and credentials are the Kinesis client's.
+// and Read reads a child shard only once each parent's item says SHARD_END. A job holds
+// the leases of the shards it reads and renews them (see WithCheckpointTakeover for a second
+// job on the same table). The region and credentials are the Kinesis client's.
 func WithCheckpointTable(table string) Option {
 	return Option{name: "WithCheckpointTable", dirs: dirRead, apply: func(c *config) error {
 		if !tableNamePattern.MatchString(table) {
@@ -132,6 +134,41 @@ func WithCheckpointTableEndpoint(endpoint string) Option {
 			return fmt.Errorf("endpoint %q is not an http(s) URL like \"http://127.0.0.1:8000\"", endpoint)
 		}
 		c.read.checkpointEndpoint = endpoint
+		return nil
+	}}
+}
+
+// WithCheckpointTakeover says what a job does when it finds a shard's lease in the
+// WithCheckpointTable held by another owner (another beamkinesis job, or a KCL worker).
+//
+// false (the default): it refuses to run alongside a live owner. It watches the lease's
+// leaseCounter for WithCheckpointLeaseDuration; if the counter moved (the owner commits or
+// renews it), the job fails with an error naming the table, the shard and the owner; if it
+// stood still, the owner is dead and the lease is taken over, as the KCL takes an expired
+// lease. A job started right after another one stopped therefore waits one lease duration.
+//
+// true: it takes the leases over at once, live owner or not (a redeployment that replaces
+// a running job). The job that held them learns it at its next commit or lease renewal
+// (every write is conditional on the lease counter and owner), logs it, and stops reading
+// those shards and writing their positions. Records it read after its last commit are read
+// again by the new job.
+func WithCheckpointTakeover(takeover bool) Option {
+	return Option{name: "WithCheckpointTakeover", dirs: dirRead, apply: func(c *config) error {
+		c.read.checkpointTakeover = takeover
+		return nil
+	}}
+}
+
+// WithCheckpointLeaseDuration is how long a lease in the WithCheckpointTable lives without
+// being renewed (default 10s, the KCL's failoverTimeMillis): a job renews the leases of the
+// shards it reads every third of it, and a lease whose counter did not move for that long
+// belongs to a dead owner. It must be at least 300ms.
+func WithCheckpointLeaseDuration(d time.Duration) Option {
+	return Option{name: "WithCheckpointLeaseDuration", dirs: dirRead, apply: func(c *config) error {
+		if d < 300*time.Millisecond {
+			return fmt.Errorf("lease duration %v is too short: it must be at least 300ms", d)
+		}
+		c.read.leaseDuration = d
 		return nil
 	}}
 }

@@ -2,6 +2,7 @@ package kinesisio
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,7 +47,9 @@ func BenchmarkReadCheckpointTableCost(b *testing.B) {
 		plain := run("")
 		calls0, commits0, lag0 := tableCallsTotal.Load(), tableCommitsTotal.Load(), tableLagSumMs.Load()
 		tableLagMaxMs.Store(0)
+		tableLags.take()
 		withTable := run(fmt.Sprint("cost", i))
+		lags := tableLags.take()
 		calls, commits := tableCallsTotal.Load()-calls0, tableCommitsTotal.Load()-commits0
 		b.ReportMetric(plain, "plain_records/s")
 		b.ReportMetric(withTable, "table_records/s")
@@ -56,5 +59,10 @@ func BenchmarkReadCheckpointTableCost(b *testing.B) {
 			b.ReportMetric(float64(tableLagSumMs.Load()-lag0)/float64(commits), "commit_lag_avg_ms")
 		}
 		b.ReportMetric(float64(tableLagMaxMs.Load()), "commit_lag_max_ms")
+		if len(lags) > 0 {
+			slices.Sort(lags)
+			b.ReportMetric(float64(lags[len(lags)/2]), "commit_lag_p50_ms")
+			b.ReportMetric(float64(lags[len(lags)*99/100]), "commit_lag_p99_ms")
+		}
 	}
 }

@@ -81,7 +81,7 @@ func TestReadResumesAcrossJobsFromTheCheckpointTable(t *testing.T) {
 	write("before")
 	opts := func() []Option {
 		return connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(3*time.Second),
-			WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn),
+			WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn), WithCheckpointLeaseDuration(time.Second),
 			WithDescribeShardInterval(100*time.Millisecond), WithPollInterval(50*time.Millisecond),
 			WithMaxFetchTime(200*time.Millisecond), WithMaxRecordsPerFetch(7))
 	}
@@ -167,16 +167,21 @@ func TestReadBoundedResumesInsideAnAggregateFromTheCheckpointTable(t *testing.T)
 	all := expected(t, srv, stream, w.aggregates, nil)
 	stored, _ := srv.StreamRecords(stream)
 
+	var res beam.PipelineResult
 	run := func(name string, extra ...Option) []string {
 		p, s := beam.NewPipelineWithRoot()
-		opts := append(connect(srv, WithStartingPosition(TrimHorizon()), WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn)), extra...)
+		opts := append(connect(srv, WithStartingPosition(TrimHorizon()), WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn), WithCheckpointLeaseDuration(300*time.Millisecond)), extra...)
 		sk := collect(s, t.Name()+"/"+name, ReadBounded(s, stream, opts...))
-		if err := ptest.Run(p); err != nil {
+		var err error
+		if res, err = ptest.RunWithMetrics(p); err != nil {
 			t.Fatal(err)
 		}
 		return sk.get()
 	}
 	first := run("1", WithMaxRecords(7))
+	if c, n := counter(res, "checkpoint_commits"), counter(res, committedRecordsMetric("shardId-000000000000")); c != 1 || n != 7 {
+		t.Errorf("metrics: %d commits covering %d records of the shard; want 1 covering 7", c, n)
+	}
 	l := leaseOf(t, dyn, table, "shardId-000000000000")
 	if l.Checkpoint != stored[1].SequenceNumber || l.Sub != 1 {
 		t.Fatalf("checkpoint after 7 user records %s/%d; want the second aggregate %s at sub-sequence 1", l.Checkpoint, l.Sub, stored[1].SequenceNumber)
@@ -274,72 +279,4 @@ func between(s, from, to string) string {
 		return s[:j]
 	}
 	return s
-}
-
-// A second job started on a table in use takes the leases over; the first job learns it at
-// its next commit and stops reading those shards, so the table has one writer; together the
-// jobs read every record.
-func TestASecondJobTakesTheLeasesOverAndTheFirstStops(t *testing.T) {
-	const stream, table = "takeover", "positions"
-	srv := startServer(t, stream, 2)
-	dyn := startDynalite(t)
-	client := srv.Client()
-	var entriesWritten int
-	write := func(prefix string) {
-		w := newWorkload(t, prefix, 40, 0, 0)
-		putAll(t, client, stream, w.entries)
-		entriesWritten += len(w.entries)
-	}
-	write("before")
-	opts := func(d time.Duration) []Option {
-		return connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(d),
-			WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn),
-			WithDescribeShardInterval(100*time.Millisecond), WithPollInterval(50*time.Millisecond),
-			WithMaxFetchTime(200*time.Millisecond))
-	}
-	lost0 := tableLostTotal.Load()
-	p1, s1 := beam.NewPipelineWithRoot()
-	first := collect(s1, t.Name()+"/1", Read(s1, stream, opts(8*time.Second)...))
-	errs := make(chan error, 1)
-	go func() { errs <- ptest.Run(p1) }()
-	waitFor(t, "job 1 to commit", func() bool {
-		l, ok, err := leasetable.New(emulatorsDynamoDB(dyn), table).Get(context.Background(), "shardId-000000000000")
-		return err == nil && ok && leasetable.IsSequence(l.Checkpoint)
-	})
-	owner1 := leaseOf(t, dyn, table, "shardId-000000000000").Owner
-
-	p2, s2 := beam.NewPipelineWithRoot()
-	second := collect(s2, t.Name()+"/2", Read(s2, stream, opts(4*time.Second)...))
-	go func() {
-		waitFor(t, "job 2 to take over", func() bool { return leaseOf(t, dyn, table, "shardId-000000000001").Owner != owner1 })
-		for i := range 5 {
-			write(fmt.Sprint("during", i))
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	if err := ptest.Run(p2); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
-		if l := leaseOf(t, dyn, table, id); l.Owner == owner1 {
-			t.Errorf("%s: lease %+v; want it held by job 2", id, l)
-		}
-	}
-	if lost := tableLostTotal.Load() - lost0; lost != 2 {
-		t.Errorf("job 1 lost %d leases; want both", lost)
-	}
-	all := expected(t, srv, stream, nil, nil)
-	union := countsOf(first.get())
-	for r := range countsOf(second.get()) {
-		union[r]++
-	}
-	for _, r := range all {
-		if union[r] == 0 {
-			t.Errorf("no job read %s", r)
-		}
-	}
-	t.Logf("%d records; job 1 read %d, job 2 read %d", len(all), len(first.get()), len(second.get()))
 }

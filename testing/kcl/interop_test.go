@@ -58,7 +58,7 @@ func readBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key 
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion("us-east-1"), kinesisio.WithStaticCredentials("test", "test"),
 		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
 		kinesisio.WithCheckpointTable(table), kinesisio.WithCheckpointTableEndpoint(dyn),
-		kinesisio.WithCheckpointTableFailover(failover),
+		kinesisio.WithCheckpointLeaseDuration(failover),
 	}, extra...)
 	p, s := beam.NewPipelineWithRoot()
 	got := collect(s, key, kinesisio.ReadBounded(s, stream, opts...))
@@ -338,12 +338,12 @@ func TestBeamkinesisRefusesTheLeasesOfARunningKCLWorker(t *testing.T) {
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion("us-east-1"), kinesisio.WithStaticCredentials("test", "test"),
 		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
 		kinesisio.WithCheckpointTable(app), kinesisio.WithCheckpointTableEndpoint(dyn),
-		kinesisio.WithCheckpointTableFailover(failover),
+		kinesisio.WithCheckpointLeaseDuration(failover),
 	}
 	pl, s := beam.NewPipelineWithRoot()
 	refused := collect(s, t.Name()+"/refused", kinesisio.ReadBounded(s, stream, opts...))
 	err := ptest.Run(pl)
-	if err == nil || !strings.Contains(err.Error(), "live worker") || !strings.Contains(err.Error(), worker) {
+	if err == nil || !strings.Contains(err.Error(), "alive") || !strings.Contains(err.Error(), worker) {
 		p.stop(t)
 		p.wait(t)
 		t.Fatalf("a read on the leases of a running KCL worker ended with %v; want an error naming the live worker %s", err, worker)

@@ -1,0 +1,180 @@
+package kinesisio
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/wire"
+)
+
+// How a position reaches the checkpoint table. A shard reader emits, at the end of each
+// call that claimed records (or the shard's end), a commitToken on a second output; the
+// tokens cross a Reshuffle, a fusion break, to commitFn, which writes them. A runner hands
+// an element to the next stage only once it has committed the bundle that emitted it (on
+// Prism, stage.go's PersistBundle stores a bundle's outputs and residuals in one step; on
+// Dataflow the work item's commit does), so a position is written strictly after the
+// runner committed the records up to it.
+//
+// This replaces bundle finalization, which Beam Go v2.77.0 cannot deliver beyond a plan's
+// first bundle: exec.NewPlan (plan.go:53-80) hands its bundleFinalizer to the ParDo nodes
+// (pardo.go:117, sdf.go:463), Plan.Finalize (plan.go:170-200) then replaces the plan's
+// finalizer with a fresh one the nodes never see, so later callbacks pile up on the old one
+// and never run, and the harness, finding no live callback (harness.go:455-475), stops
+// asking the runner to finalize that plan's bundles; Prism sends FinalizeBundle anyway
+// (stage.go:359) and ignores the harness's "couldn't find plan in finalizing map" error
+// (worker/bundle.go:279-288).
+func init() {
+	register.DoFn2x1[context.Context, commitToken, error](&commitFn{})
+	register.Emitter2[beam.EventTime, commitToken]()
+	beam.RegisterType(reflect.TypeOf((*commitSpec)(nil)).Elem())
+	beam.RegisterCoder(reflect.TypeOf((*commitToken)(nil)).Elem(), encodeCommitToken, decodeCommitToken)
+}
+
+// commitToken is the position one shard reader call reached: the last user record it
+// claimed (Seq, Sub), or SHARD_END. Records is how many user records the call claimed;
+// EndMs is when the call ended, for the commit lag.
+type commitToken struct {
+	Stream  string
+	ShardID string
+	Seq     string
+	Sub     int64
+	Records int64
+	EndMs   int64
+}
+
+const commitTokenV1 = 1
+
+func encodeCommitToken(t commitToken) []byte {
+	w := wire.NewWriter(commitTokenV1)
+	w.String(t.Stream)
+	w.String(t.ShardID)
+	w.String(t.Seq)
+	w.Int(t.Sub)
+	w.Int(t.Records)
+	w.Int(t.EndMs)
+	return w.Bytes()
+}
+
+func decodeCommitToken(b []byte) (commitToken, error) {
+	r := wire.NewReader("commit token", b, commitTokenV1)
+	t := commitToken{
+		Stream:  r.String(),
+		ShardID: r.String(),
+		Seq:     r.String(),
+		Sub:     r.Int(),
+		Records: r.Int(),
+		EndMs:   r.Int(),
+	}
+	return t, r.Err()
+}
+
+func (t commitToken) position() leasetable.Position {
+	return leasetable.Position{Seq: t.Seq, Sub: t.Sub}
+}
+
+// tokenOf is the commit token of the call that ran on rt, or false when the call claimed
+// nothing (and did not reach the shard's end).
+func tokenOf(rt *sdf.LockRTracker, d shardDescriptor) (commitToken, bool) {
+	t, ok := rt.Rt.(*shardTracker)
+	if !ok {
+		return commitToken{}, false
+	}
+	rt.Mu.Lock()
+	last, claimed, shardEnd := t.reached()
+	n := t.claimed
+	rt.Mu.Unlock()
+	tok := commitToken{Stream: d.Stream, ShardID: d.ShardID, Records: n, EndMs: time.Now().UnixMilli()}
+	switch {
+	case shardEnd:
+		tok.Seq = leasetable.ShardEnd
+	case claimed:
+		tok.Seq, tok.Sub = last.Seq, last.Sub
+	default:
+		return commitToken{}, false
+	}
+	return tok, true
+}
+
+// emitToken emits the call's commit token, when there is a table and the call reached a
+// position. Its event time is the end of the call: never behind the read's watermark.
+func emitToken(cp *checkpointer, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, commitToken)) {
+	if cp == nil {
+		return
+	}
+	if tok, ok := tokenOf(rt, d); ok {
+		emit(beam.EventTime(tok.EndMs), tok)
+	}
+}
+
+// commitSpec is what commitFn needs: the Kinesis client's region and credentials (the
+// table's too) and the table.
+type commitSpec struct {
+	Client     clientConfig
+	Checkpoint checkpointSpec
+}
+
+// commitFn writes the commit tokens of the shard readers to the checkpoint table. It
+// keeps the furthest position of each shard in a bundle and writes them when the bundle
+// finishes: one conditional UpdateItem per shard per bundle, whatever the number of tokens.
+type commitFn struct {
+	Spec commitSpec
+
+	cp      *checkpointer
+	pending map[string]commitToken
+}
+
+// Setup opens the checkpoint table.
+func (fn *commitFn) Setup(ctx context.Context) error {
+	if fn.cp != nil {
+		return nil
+	}
+	cp, err := openCheckpointer(ctx, fn.Spec.Client, fn.Spec.Checkpoint)
+	if err != nil {
+		return err
+	}
+	fn.cp = cp
+	return nil
+}
+
+// StartBundle starts with nothing to write.
+func (fn *commitFn) StartBundle(context.Context) {
+	fn.pending = map[string]commitToken{}
+}
+
+// ProcessElement keeps tok if it is its shard's furthest position in the bundle.
+func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
+	if err := fn.Setup(ctx); err != nil {
+		return err
+	}
+	if fn.pending == nil {
+		fn.pending = map[string]commitToken{}
+	}
+	key := tok.Stream + "/" + tok.ShardID
+	prev, ok := fn.pending[key]
+	if !ok || leasetable.Compare(tok.position(), prev.position()) > 0 {
+		tok.Records += prev.Records
+		fn.pending[key] = tok
+	} else {
+		prev.Records += tok.Records
+		fn.pending[key] = prev
+	}
+	return nil
+}
+
+// FinishBundle writes the bundle's positions and reports the table's metrics.
+func (fn *commitFn) FinishBundle(ctx context.Context) error {
+	for _, tok := range fn.pending {
+		fn.cp.commit(ctx, tok)
+	}
+	fn.pending = nil
+	if fn.cp != nil {
+		fn.cp.flush(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package kinesisio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
+)
+
+// Leases: who may read a shard of a checkpoint table. As in the KCL, a lease held by a live
+// owner is one whose leaseCounter moves: the owner's commits and its lease renewer (every
+// third of WithCheckpointLeaseDuration while it reads the shard) increment it. A job that
+// finds another owner's lease either refuses to run alongside it (the default: it watches
+// the counter for one lease duration, takes the lease if the counter stood still, and fails
+// if it moved) or, with WithCheckpointTakeover(true), takes it at once. Every write of the
+// table is conditional on the lease counter and owner last seen, so the job that lost a
+// lease finds out at its next commit or renewal, logs it, and stops reading the shard: there
+// are never two writers.
+
+// acquireAll takes the leases of ds for this job and returns each descriptor as it must be
+// read (from its checkpoint when it has one) and whether it is read at all (not when its
+// lease says SHARD_END). Without WithCheckpointTakeover, leases of other owners are watched
+// for one lease duration, all at once, before they are taken or refused.
+func (c *checkpointer) acquireAll(ctx context.Context, ds []shardDescriptor) ([]shardDescriptor, []bool, error) {
+	out := make([]shardDescriptor, len(ds))
+	read := make([]bool, len(ds))
+	type watched struct {
+		i    int
+		seen leasetable.Lease
+	}
+	var watch []watched
+	for i, d := range ds {
+		if !c.spec.Takeover {
+			cur, ok, err := c.table.Get(ctx, d.ShardID)
+			if err != nil {
+				return nil, nil, fmt.Errorf("kinesisio: checkpoint table %s: %w", c.spec.Table, err)
+			}
+			if ok && cur.Owner != "" && cur.Owner != c.spec.Owner && cur.Checkpoint != leasetable.ShardEnd {
+				watch = append(watch, watched{i, cur})
+				continue
+			}
+		}
+		var err error
+		if out[i], read[i], err = c.acquire(ctx, d); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(watch) == 0 {
+		return out, read, nil
+	}
+	first := watch[0]
+	log.Infof(ctx, "kinesisio: %d shard(s) of stream %s are leased by other owners in checkpoint table %s (%s by %q at lease counter %d); watching their lease counters for %v to tell a live owner from a dead one", len(watch), ds[first.i].Stream, c.spec.Table, first.seen.ShardID, first.seen.Owner, first.seen.Counter, c.spec.LeaseDuration)
+	timer := time.NewTimer(c.spec.LeaseDuration)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return nil, nil, fmt.Errorf("kinesisio: watching the leases of checkpoint table %s: %w", c.spec.Table, ctx.Err())
+	case <-timer.C:
+	}
+	for _, w := range watch {
+		d := ds[w.i]
+		cur, ok, err := c.table.Get(ctx, d.ShardID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kinesisio: checkpoint table %s: %w", c.spec.Table, err)
+		}
+		if !ok || cur.Checkpoint == leasetable.ShardEnd || (cur.Owner == w.seen.Owner && cur.Counter == w.seen.Counter) {
+			if ok && cur.Checkpoint != leasetable.ShardEnd {
+				out[w.i], read[w.i], err = c.takeExpired(ctx, d, cur)
+			} else {
+				out[w.i], read[w.i], err = c.acquire(ctx, d)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		return nil, nil, c.refuse(ctx, d, w.seen, cur)
+	}
+	return out, read, nil
+}
+
+// refuse is the error of a job that found d's lease held by a live owner.
+func (c *checkpointer) refuse(ctx context.Context, d shardDescriptor, seen, cur leasetable.Lease) error {
+	err := fmt.Errorf("kinesisio: checkpoint table %s: shard %s of stream %s is leased by owner %q, which is alive (its lease counter went from %d to %d within %v); this job (owner %q) refuses to read alongside it: stop that job first, or take its leases over with WithCheckpointTakeover(true)", c.spec.Table, d.ShardID, d.Stream, cur.Owner, seen.Counter, cur.Counter, c.spec.LeaseDuration, c.spec.Owner)
+	log.Error(ctx, err.Error())
+	return err
+}
+
+// takeExpired takes seen, a lease whose counter stood still for a lease duration; if it
+// moved after all, the job refuses.
+func (c *checkpointer) takeExpired(ctx context.Context, d shardDescriptor, seen leasetable.Lease) (shardDescriptor, bool, error) {
+	s := c.shard(d.ShardID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, err := c.table.TakeOverExpired(ctx, seen, c.spec.Owner)
+	if errors.Is(err, leasetable.ErrLeaseInUse) {
+		cur, _, gerr := c.table.Get(ctx, d.ShardID)
+		if gerr != nil {
+			return d, false, fmt.Errorf("kinesisio: checkpoint table %s: %w", c.spec.Table, gerr)
+		}
+		return d, false, c.refuse(ctx, d, seen, cur)
+	}
+	if err != nil {
+		return d, false, fmt.Errorf("kinesisio: checkpoint table %s: %w", c.spec.Table, err)
+	}
+	log.Warnf(ctx, "kinesisio: took over the expired lease of %v in checkpoint table %s from owner %q (its lease counter stayed at %d for %v; now %d)", d, c.spec.Table, seen.Owner, seen.Counter, c.spec.LeaseDuration, l.Counter)
+	return c.leasedLocked(ctx, s, d, l)
+}
+
+// acquire takes d's lease for this job (creating its item, or taking it over from another
+// owner at once, saying so) and returns d as it must be read: from the lease's checkpoint
+// when it has one. read is false when the lease says SHARD_END: the shard was read to its
+// end.
+func (c *checkpointer) acquire(ctx context.Context, d shardDescriptor) (shardDescriptor, bool, error) {
+	want := leasetable.Lease{
+		ShardID:         d.ShardID,
+		Checkpoint:      initialCheckpoint(d),
+		StartingHashKey: d.StartingHashKey,
+		EndingHashKey:   d.EndingHashKey,
+	}
+	for _, p := range []string{d.ParentShardID, d.AdjacentParentShardID} {
+		if p != "" {
+			want.Parents = append(want.Parents, p)
+		}
+	}
+	s := c.shard(d.ShardID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, prev, err := c.table.Acquire(ctx, want, c.spec.Owner)
+	if err != nil {
+		return d, false, fmt.Errorf("kinesisio: checkpoint table %s: %w", c.spec.Table, err)
+	}
+	if prev != nil && prev.Owner != "" && prev.Checkpoint != leasetable.ShardEnd { // a lease without owner (KCL's unassigned leases) is simply taken
+		log.Warnf(ctx, "kinesisio: took over the lease of %v in checkpoint table %s from owner %q (lease counter %d, now %d; WithCheckpointTakeover): that job, if it still runs, stops reading the shard at its next commit or lease renewal", d, c.spec.Table, prev.Owner, prev.Counter, l.Counter)
+	}
+	return c.leasedLocked(ctx, s, d, l)
+}
+
+// leasedLocked records l as d's lease and returns d as it must be read. s.mu is held.
+func (c *checkpointer) leasedLocked(ctx context.Context, s *shardLease, d shardDescriptor, l leasetable.Lease) (shardDescriptor, bool, error) {
+	s.lease, s.lost, s.written, s.stream = l, nil, time.Now(), d.Stream
+	switch {
+	case l.Checkpoint == leasetable.ShardEnd:
+		log.Infof(ctx, "kinesisio: %v is at SHARD_END in checkpoint table %s; it is not read again", d, c.spec.Table)
+		return d, false, nil
+	case leasetable.IsSequence(l.Checkpoint):
+		d.StartKind, d.StartSeq, d.StartSub, d.StartTimeMs = startAfterSubSequence, l.Checkpoint, l.Sub, 0
+		log.Infof(ctx, "kinesisio: %v resumes after %s/%d, its checkpoint in table %s", d, l.Checkpoint, l.Sub, c.spec.Table)
+	}
+	return d, true, nil
+}
+
+// initialCheckpoint is the KCL checkpoint of a shard not read yet: its start position.
+// A start at a sequence number has no KCL name; TRIM_HORIZON is the one that loses nothing.
+func initialCheckpoint(d shardDescriptor) string {
+	switch d.StartKind {
+	case startAtTimestamp:
+		return leasetable.AtTimestamp
+	case startAfterSequence:
+		return d.StartSeq
+	}
+	return leasetable.TrimHorizon
+}
+
+// lostTo says whether another owner holds d's lease (a commit or renewal found it so).
+func (c *checkpointer) lostTo(d shardDescriptor) *leasetable.LostError {
+	s := c.shard(d.ShardID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// callStarted says a reader call on d began on this worker: its lease is renewed while the
+// shard is read here.
+func (c *checkpointer) callStarted(d shardDescriptor) {
+	s := c.shard(d.ShardID)
+	s.mu.Lock()
+	s.calls++
+	if s.lease.ShardID == "" {
+		s.lease.ShardID, s.stream = d.ShardID, d.Stream
+	}
+	s.mu.Unlock()
+	c.mu.Lock()
+	if !c.renewing {
+		c.renewing = true
+		go c.renew()
+	}
+	c.mu.Unlock()
+}
+
+// callEnded says a reader call on d ended; resumes says the runner will call again for the
+// rest of the shard (a residual), so the lease is renewed until then.
+func (c *checkpointer) callEnded(d shardDescriptor, resumes bool) {
+	s := c.shard(d.ShardID)
+	s.mu.Lock()
+	s.calls--
+	s.seen = time.Time{}
+	if resumes {
+		s.seen = time.Now()
+	}
+	s.mu.Unlock()
+}
+
+// renew is the lease renewer: every third of the lease duration it increments the counter
+// of each lease held and read on this worker (a call running, or one that ended with a
+// residual within a lease duration) that no commit wrote in that time. It ends when no shard is read here, so a
+// job that stops being called stops renewing, as a dead one would.
+func (c *checkpointer) renew() {
+	every := c.spec.LeaseDuration / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for range t.C {
+		if c.renewOnce(every) {
+			continue
+		}
+		c.mu.Lock()
+		if !c.anyActiveLocked() {
+			c.renewing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+	}
+}
+
+// active says whether s is held and read on this worker. s.mu is held.
+func (c *checkpointer) active(s *shardLease, now time.Time) bool {
+	return s.lost == nil && s.lease.Checkpoint != leasetable.ShardEnd &&
+		(s.lease.Owner == c.spec.Owner || s.lease.Owner == "") &&
+		(s.calls > 0 || now.Sub(s.seen) < c.spec.LeaseDuration)
+}
+
+func (c *checkpointer) anyActiveLocked() bool {
+	now := time.Now()
+	for _, s := range c.shards {
+		s.mu.Lock()
+		a := c.active(s, now)
+		s.mu.Unlock()
+		if a {
+			return true
+		}
+	}
+	return false
+}
+
+// renewOnce renews the active leases not written within every; it reports whether any
+// lease was active.
+func (c *checkpointer) renewOnce(every time.Duration) bool {
+	c.mu.Lock()
+	shards := make([]*shardLease, 0, len(c.shards))
+	for _, s := range c.shards {
+		shards = append(shards, s)
+	}
+	c.mu.Unlock()
+	any := false
+	for _, s := range shards {
+		s.mu.Lock()
+		now := time.Now()
+		if c.active(s, now) {
+			any = true
+			if now.Sub(s.written) >= every {
+				c.renewLocked(s)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return any
+}
+
+// renewLocked renews s's lease. s.mu is held.
+func (c *checkpointer) renewLocked(s *shardLease) {
+	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	defer cancel()
+	l, err := c.table.Renew(ctx, s.lease, c.spec.Owner)
+	var lost *leasetable.LostError
+	switch {
+	case errors.As(err, &lost):
+		c.loseLocked(ctx, s, lost, s.stream)
+	case err != nil:
+		log.Warnf(ctx, "kinesisio: renewing the lease of shard %s in checkpoint table %s failed; retrying in %v: %v", s.lease.ShardID, c.spec.Table, c.spec.LeaseDuration/3, err)
+	default:
+		s.lease, s.written = l, time.Now()
+		c.stats.renewals.Add(1)
+	}
+}
