@@ -191,6 +191,11 @@ func createLeaseTable(t *testing.T, db *dynamodb.Client, table string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// dynalite answers CreateTable before the table takes writes, even with --createTableMs 0.
+	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
+	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // seedLeases writes the items KCL's shard sync writes for the open shards of a new
