@@ -85,6 +85,8 @@ type checkpointer struct {
 	parentsDone map[string]bool
 	// renewing says the lease renewer runs (lease.go).
 	renewing bool
+	// children finds a closed shard's children for its SHARD_END item (checkpoint_kcl.go).
+	children childLister
 
 	stats checkpointStats
 }
@@ -165,7 +167,7 @@ func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointS
 	if err != nil {
 		return nil, err
 	}
-	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}}
+	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, children: childLister{cfg: client}}
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		if spec.Endpoint != "" {
 			o.BaseEndpoint = aws.String(spec.Endpoint)
@@ -211,8 +213,12 @@ func (c *checkpointer) commit(ctx context.Context, tok commitToken) {
 	if s.lease.ShardID == "" {
 		s.lease.ShardID = tok.ShardID
 	}
+	var children []string
+	if tok.Seq == leasetable.ShardEnd && s.lease.Checkpoint != leasetable.ShardEnd {
+		children = c.childrenOf(ctx, tok.Stream, tok.ShardID)
+	}
 	start := time.Now()
-	l, err := c.table.Commit(ctx, s.lease, c.spec.Owner, tok.position(), nil)
+	l, err := c.table.Commit(ctx, s.lease, c.spec.Owner, tok.position(), children)
 	var lost *leasetable.LostError
 	switch {
 	case errors.As(err, &lost):

@@ -134,7 +134,7 @@ func (c *checkpointer) acquire(ctx context.Context, d shardDescriptor) (shardDes
 	if err != nil {
 		return d, false, fmt.Errorf("kinesisio: checkpoint table %s: %w", c.spec.Table, err)
 	}
-	if prev != nil && prev.Checkpoint != leasetable.ShardEnd {
+	if prev != nil && prev.Owner != "" && prev.Checkpoint != leasetable.ShardEnd { // a lease without owner (KCL's unassigned leases) is simply taken
 		log.Warnf(ctx, "kinesisio: took over the lease of %v in checkpoint table %s from owner %q (lease counter %d, now %d; WithCheckpointTakeover): that job, if it still runs, stops reading the shard at its next commit or lease renewal", d, c.spec.Table, prev.Owner, prev.Counter, l.Counter)
 	}
 	return c.leasedLocked(ctx, s, d, l)

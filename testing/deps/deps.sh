@@ -3,7 +3,7 @@
 # cache outside the repository, and prints the environment the tests need to find them
 # (KEY=value lines on standard output; progress goes to standard error).
 #
-#   testing/deps/deps.sh [all|npm|python|java|flink|jobserver ...]   # default: all
+#   testing/deps/deps.sh [all|npm|python|java|kcl|flink|jobserver ...]   # default: all
 #
 # Components:
 #   npm        the npm packages of testing/emulators (package-lock.json): Kinesis emulators,
@@ -13,6 +13,7 @@
 #   jobserver  Beam's Flink job server classpath from Maven (testing/flink/jobserver.sh fetch)
 #   java       the Java SDK v2 conformance client (testing/conformance/java-sdkv2), built with
 #              Maven into the cache, offline first (a warm ~/.m2) and online if that fails
+#   kcl        the KCL 3.x consumer of the KCL interop test (testing/kcl), built the same way
 #
 # Environment:
 #   BEAMKINESIS_CACHE  the cache root (default ${XDG_CACHE_HOME:-~/.cache}/beamkinesis)
@@ -66,31 +67,42 @@ jobserver_deps() {
   "$repo/testing/flink/jobserver.sh" fetch >&2
 }
 
-java_deps() {
+# maven_build builds the Maven project $1 into $2, passing the build directory as property
+# $3, again only when its pom or a source changed; offline first (a warm ~/.m2), then online.
+maven_build() {
   command -v mvn >/dev/null || die "mvn is not installed (Maven 3 and a JDK 17 are needed)"
-  local src=$repo/testing/conformance/java-sdkv2 out=$cache/java-sdkv2 stamp
-  # Build again only when the pom or a source changed.
+  local src=$1 out=$2 prop=$3 stamp
   stamp=$(cd "$src" && find pom.xml src -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
   if [ ! -f "$out/classpath.txt" ] || [ "$(cat "$out/.stamp" 2>/dev/null)" != "$stamp" ]; then
-    log "building the Java SDK v2 conformance client into $out"
+    log "building ${src#"$repo"/} into $out"
     rm -rf "$out"
-    (cd "$src" && { mvn -q -B -o "-Dconformance.build.dir=$out" package >&2 ||
-      { log "offline Maven build failed, building online"; mvn -q -B "-Dconformance.build.dir=$out" package >&2; }; })
+    (cd "$src" && { mvn -q -B -o "-D$prop=$out" package >&2 ||
+      { log "offline Maven build failed, building online"; mvn -q -B "-D$prop=$out" package >&2; }; })
     echo "$stamp" > "$out/.stamp"
   fi
-  echo "BEAMKINESIS_JAVA_CLIENT=$out"
+}
+
+java_deps() {
+  maven_build "$repo/testing/conformance/java-sdkv2" "$cache/java-sdkv2" conformance.build.dir
+  echo "BEAMKINESIS_JAVA_CLIENT=$cache/java-sdkv2"
+}
+
+kcl_deps() {
+  maven_build "$repo/testing/kcl" "$cache/kcl" kcl.build.dir
+  echo "BEAMKINESIS_KCL=$cache/kcl"
 }
 
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(all)
 for part in "${parts[@]}"; do
   case "$part" in
-    all) npm_deps; python_deps; java_deps; flink_deps; jobserver_deps ;;
+    all) npm_deps; python_deps; java_deps; kcl_deps; flink_deps; jobserver_deps ;;
     npm) npm_deps ;;
     python) python_deps ;;
     flink) flink_deps ;;
     jobserver) jobserver_deps ;;
     java) java_deps ;;
-    *) die "unknown component $part; want all, npm, python, java, flink or jobserver" ;;
+    kcl) kcl_deps ;;
+    *) die "unknown component $part; want all, npm, python, java, kcl, flink or jobserver" ;;
   esac
 done

@@ -202,6 +202,29 @@ func (t *Table) Get(ctx context.Context, shardID string) (l Lease, ok bool, err 
 	return l, true, nil
 }
 
+// Scan reads every lease in the table with strongly consistent reads, following pages.
+func (t *Table) Scan(ctx context.Context) ([]Lease, error) {
+	var leases []Lease
+	in := &dynamodb.ScanInput{TableName: aws.String(t.name), ConsistentRead: aws.Bool(true)}
+	for {
+		out, err := t.db.Scan(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("leasetable: scanning table %s: %w", t.name, err)
+		}
+		for _, item := range out.Items {
+			l, err := decode(item)
+			if err != nil {
+				return nil, fmt.Errorf("leasetable: an item of table %s: %w", t.name, err)
+			}
+			leases = append(leases, l)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return leases, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
 // Acquire makes owner the holder of want.ShardID's lease. A shard without an item gets one
 // made from want (its checkpoint is the initial position); a lease held by another owner is
 // taken over (lease counter and owner switches incremented), and the previous holder is
@@ -313,11 +336,25 @@ func (t *Table) update(ctx context.Context, cur, next Lease, expr string, vals m
 		TableName:                 aws.String(t.name),
 		Key:                       map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: cur.ShardID}},
 		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String("#c = :oldc AND #o = :oldo"),
+		ConditionExpression:       aws.String(heldBy(cur)),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 	})
 	return err
+}
+
+// heldBy is the condition that the lease's counter and owner are still those of cur. KCL
+// leaves leaseOwner out of a lease nobody holds (the child leases it creates at a parent's
+// SHARD_END, and those it has not assigned yet), and a lease without a counter is new.
+func heldBy(cur Lease) string {
+	counter, owner := "#c = :oldc", "#o = :oldo"
+	if cur.Counter == 0 {
+		counter = "(attribute_not_exists(#c) OR #c = :oldc)"
+	}
+	if cur.Owner == "" {
+		owner = "(attribute_not_exists(#o) OR #o = :oldo)"
+	}
+	return counter + " AND " + owner
 }
 
 func containsPlaceholder(expr, ph string) bool {
