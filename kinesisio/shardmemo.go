@@ -171,6 +171,12 @@ func (c *memoCache) forget(key string) {
 // with a steady producer the bytes that arrived in those last milliseconds are those
 // unread. It is 0 when the reader is caught up (MillisBehindLatest 0). Records that all
 // arrived within one millisecond count as their whole bytes over one millisecond.
+//
+// Polling and enhanced fan-out use the same formula: with enhanced fan-out, MillisBehindLatest
+// and the records are those of the SubscribeToShard event read last, and a call that stops
+// inside an event adds the bytes of the event's records it left unread. An event reports how
+// far it was behind when the service sent it, so events already sent but not yet read (at most
+// the HTTP/2 stream window of the client, 4 MiB with Go's transport) are not in the estimate.
 func estimateBacklog(samples []rateSample, millisBehind int64) float64 {
 	if millisBehind <= 0 || len(samples) == 0 {
 		return 0
