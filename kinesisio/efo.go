@@ -536,9 +536,9 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 		if resumed {
 			// Its records were counted in the byte rate when the whole event arrived; those
 			// this call leaves unread again are pendingBytes.
-			backlog = r.observeBacklog(ctx, rt, memoKey, nil, ev.MillisBehindLatest)
+			backlog = r.observeBacklog(ctx, rt, memoKey, nil, eventLagMs(ev, time.Now()))
 		} else {
-			backlog = r.observeBacklog(ctx, rt, memoKey, ev.Records, ev.MillisBehindLatest)
+			backlog = r.observeBacklog(ctx, rt, memoKey, ev.Records, eventLagMs(ev, time.Now()))
 		}
 		pendingBytes = 0
 		next, done, err := r.emitRecords(ctx, &st.readState, rt, ev.Records, emit)
@@ -590,6 +590,32 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			return checkpoint(0)
 		}
 	}
+}
+
+// inFlightTolerance is how long after its last record's arrival an event sent caught up may
+// be read before the reader takes itself to be behind by the events the service has sent
+// and it has not read yet: more than the delivery latency and the clock skew between this
+// worker and the service.
+const inFlightTolerance = time.Second
+
+// eventLagMs is how far, in milliseconds of arrival time, the reader is behind the tip of
+// the shard once it has read ev at now. An event reports its MillisBehindLatest when the
+// service sends it. The service pushes records as they arrive, up to the client's HTTP/2
+// stream window, so a reader that falls behind a producer reads events sent long before
+// with MillisBehindLatest 0, and the records that arrived since are in the events sent
+// after them: for such an event read more than inFlightTolerance after its last record
+// arrived, the lag is that record's age on this worker's clock. An event sent while behind
+// (MillisBehindLatest > 0) was sent when the reader made room for it, and its
+// MillisBehindLatest stands.
+func eventLagMs(ev *types.SubscribeToShardEvent, now time.Time) *int64 {
+	behind := aws.ToInt64(ev.MillisBehindLatest)
+	if n := len(ev.Records); n > 0 && behind == 0 {
+		age := now.Sub(aws.ToTime(ev.Records[n-1].ApproximateArrivalTimestamp)).Milliseconds()
+		if age > inFlightTolerance.Milliseconds() {
+			behind = age
+		}
+	}
+	return &behind
 }
 
 // checkStart checks a sequence-number start that may have been trimmed by retention, as

@@ -172,11 +172,13 @@ func (c *memoCache) forget(key string) {
 // unread. It is 0 when the reader is caught up (MillisBehindLatest 0). Records that all
 // arrived within one millisecond count as their whole bytes over one millisecond.
 //
-// Polling and enhanced fan-out use the same formula: with enhanced fan-out, MillisBehindLatest
-// and the records are those of the SubscribeToShard event read last, and a call that stops
-// inside an event adds the bytes of the event's records it left unread. An event reports how
-// far it was behind when the service sent it, so events already sent but not yet read (at most
-// the HTTP/2 stream window of the client, 4 MiB with Go's transport) are not in the estimate.
+// Polling and enhanced fan-out use the same formula. With enhanced fan-out the records are
+// those of the SubscribeToShard events read, and a call that stops inside an event adds the
+// bytes of the event's records it left unread. An event's MillisBehindLatest is how far it
+// was behind when the service sent it, which is 0 for the events a slow reader has not read
+// yet (the service pushes them as records arrive, up to the client's HTTP/2 stream window):
+// for an event sent caught up whose last record is more than a second old on the worker's
+// clock, the record's age stands for MillisBehindLatest (eventLagMs).
 func estimateBacklog(samples []rateSample, millisBehind int64) float64 {
 	if millisBehind <= 0 || len(samples) == 0 {
 		return 0

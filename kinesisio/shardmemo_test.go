@@ -357,7 +357,11 @@ func unreadBytes(t *testing.T, srv *kinesistest.Server, stream, shard string, re
 // within ±25 % of the bytes after the checkpoint, and 0 once the reader is caught up.
 func TestEnhancedFanOutBacklogIsTheUnreadBytes(t *testing.T) {
 	const stream = "memo-efo-backlog"
-	clock := kinesistest.NewManualClock(time.Now().Add(-time.Hour))
+	// Every event is sent while the reader is behind, and its MillisBehindLatest stands. The
+	// last records arrive 30 s ahead of the worker's clock, so that however slowly this test
+	// runs no record's age on the worker's clock is taken for in-flight events (eventLagMs,
+	// TestEventLag).
+	clock := kinesistest.NewManualClock(time.Now().Add(-29 * time.Second))
 	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
 	client := srv.Client()
 	for range 60 {
@@ -388,5 +392,36 @@ func TestEnhancedFanOutBacklogIsTheUnreadBytes(t *testing.T) {
 	t.Logf("worst deviation of the backlog from the true unread bytes %.1f %%", 100*worst)
 	if len(h.got) != 3000 {
 		t.Errorf("read %d records; want 3000", len(h.got))
+	}
+}
+
+// TestEventLag checks how far an enhanced fan-out reader takes itself to be behind after an
+// event: its MillisBehindLatest, except for an event sent caught up whose last record is
+// more than a second old when it is read (the service sent it long before the reader read
+// it), where it is the record's age.
+func TestEventLag(t *testing.T) {
+	now := time.UnixMilli(1_700_000_100_000)
+	event := func(behind int64, ageMs ...int64) *types.SubscribeToShardEvent {
+		ev := &types.SubscribeToShardEvent{MillisBehindLatest: aws.Int64(behind)}
+		for _, a := range ageMs {
+			ev.Records = append(ev.Records, types.Record{ApproximateArrivalTimestamp: aws.Time(now.Add(-time.Duration(a) * time.Millisecond))})
+		}
+		return ev
+	}
+	for _, tc := range []struct {
+		name string
+		ev   *types.SubscribeToShardEvent
+		want int64
+	}{
+		{"caught up, no records", event(0), 0},
+		{"caught up, read at once", event(0, 90, 70), 0},
+		{"behind when sent, read at once", event(5000, 5100, 5050), 5000},
+		{"within the tolerance", event(0, 1200, 1000), 0},
+		{"read 3 s after it was sent caught up", event(0, 3200, 3000), 3000},
+		{"read late, behind when sent", event(2000, 9000, 8000), 2000},
+	} {
+		if got := aws.ToInt64(eventLagMs(tc.ev, now)); got != tc.want {
+			t.Errorf("%s: lag %d ms, want %d", tc.name, got, tc.want)
+		}
 	}
 }
