@@ -596,7 +596,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 // be read before the reader takes itself to be behind by the events the service has sent
 // and it has not read yet: more than the delivery latency and the clock skew between this
 // worker and the service.
-const inFlightTolerance = time.Second
+const inFlightTolerance = 500 * time.Millisecond
 
 // eventLagMs is how far, in milliseconds of arrival time, the reader is behind the tip of
 // the shard once it has read ev at now. An event reports its MillisBehindLatest when the
