@@ -433,7 +433,16 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 		defer t.Stop()
 		deadline = t.C
 	}
+	// The backlog is estimated as for polling (estimateBacklog), from each event's
+	// MillisBehindLatest and the byte rate of the events read; checkpoint leaves it, plus
+	// the bytes of an event's records not yet emitted, for the residual's RestrictionSize.
+	memoKey := r.pacingKey(d)
+	var backlog float64
+	var pendingBytes int64
 	checkpoint := func(in time.Duration) (sdf.ProcessContinuation, error) {
+		if !bounded {
+			memos.setBacklog(memoKey, resumeKey(rest, st.lastClaim), backlog+float64(pendingBytes), time.Now())
+		}
 		if !r.spec.NoSubscriptionReuse {
 			subscriptions.park(sub, resumeKey(rest, st.lastClaim), r)
 			sub = nil
@@ -475,7 +484,8 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 		var received time.Time
 		var ended bool
 		wait := deadline
-		if sub.pending != nil {
+		resumed := sub.pending != nil
+		if resumed {
 			ev, received, sub.pending = sub.pending, sub.pendingReceived, nil
 		} else {
 			if idle != nil && sub.caughtUp {
@@ -523,11 +533,20 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			return checkpoint(0)
 		}
 
+		if resumed {
+			// Its records were counted in the byte rate when the whole event arrived; those
+			// this call leaves unread again are pendingBytes.
+			backlog = r.observeBacklog(ctx, rt, memoKey, nil, eventLagMs(ev, time.Now()))
+		} else {
+			backlog = r.observeBacklog(ctx, rt, memoKey, ev.Records, eventLagMs(ev, time.Now()))
+		}
+		pendingBytes = 0
 		next, done, err := r.emitRecords(ctx, &st.readState, rt, ev.Records, emit)
 		if err != nil || done {
 			return sdf.StopProcessing(), err
 		}
 		if next < len(ev.Records) {
+			pendingBytes = dataBytes(ev.Records[next:])
 			// The call's budget ran out inside the event, perhaps inside an aggregate: the
 			// rest of the event waits with the subscription for the next call, which skips
 			// what was emitted. Without reuse, the next subscription starts at the record
@@ -547,6 +566,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 				log.Warnf(ctx, "kinesisio: the last event of %v has no continuation number and no child shards; taking it as the shard's end", d)
 			}
 			rt.TryClaim(shardEndClaim{})
+			memos.forget(memoKey)
 			log.Infof(ctx, "kinesisio: %v is closed and fully read", d)
 			return sdf.StopProcessing(), rt.GetError()
 		}
@@ -570,6 +590,32 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			return checkpoint(0)
 		}
 	}
+}
+
+// inFlightTolerance is how long after its last record's arrival an event sent caught up may
+// be read before the reader takes itself to be behind by the events the service has sent
+// and it has not read yet: more than the delivery latency and the clock skew between this
+// worker and the service.
+const inFlightTolerance = 500 * time.Millisecond
+
+// eventLagMs is how far, in milliseconds of arrival time, the reader is behind the tip of
+// the shard once it has read ev at now. An event reports its MillisBehindLatest when the
+// service sends it. The service pushes records as they arrive, up to the client's HTTP/2
+// stream window, so a reader that falls behind a producer reads events sent long before
+// with MillisBehindLatest 0, and the records that arrived since are in the events sent
+// after them: for such an event read more than inFlightTolerance after its last record
+// arrived, the lag is that record's age on this worker's clock. An event sent while behind
+// (MillisBehindLatest > 0) was sent when the reader made room for it, and its
+// MillisBehindLatest stands.
+func eventLagMs(ev *types.SubscribeToShardEvent, now time.Time) *int64 {
+	behind := aws.ToInt64(ev.MillisBehindLatest)
+	if n := len(ev.Records); n > 0 && behind == 0 {
+		age := now.Sub(aws.ToTime(ev.Records[n-1].ApproximateArrivalTimestamp)).Milliseconds()
+		if age > inFlightTolerance.Milliseconds() {
+			behind = age
+		}
+	}
+	return &behind
 }
 
 // checkStart checks a sequence-number start that may have been trimmed by retention, as

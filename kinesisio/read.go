@@ -115,8 +115,8 @@ func (fn *shardFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []sha
 }
 
 // RestrictionSize is the shard's estimated unread bytes (estimateBacklog) when this worker
-// has read the shard up to where r starts: 0 when it was caught up there. Dataflow scales
-// streaming jobs on it. Otherwise it is the records left under WithMaxRecords, or a nominal
+// has read the shard up to where r starts, polling or with enhanced fan-out: 0 when it was
+// caught up there. Dataflow scales streaming jobs on it. Otherwise it is the records left under WithMaxRecords, or a nominal
 // 1 for a shard not yet read.
 func (fn *shardFn) RestrictionSize(d shardDescriptor, r shardRestriction) float64 {
 	if r.Empty {

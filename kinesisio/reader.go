@@ -272,7 +272,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 			cancelNext = cancel
 			go func(ch chan<- fetchResult, it string) { ch <- r.fetch(fctx, d, it) }(next, aws.ToString(out.NextShardIterator))
 		}
-		backlog = r.observeBacklog(ctx, rt, key, out)
+		backlog = r.observeBacklog(ctx, rt, key, out.Records, out.MillisBehindLatest)
 
 		next, done, err := r.emitRecords(ctx, st, rt, out.Records, emit)
 		if err != nil || done {
@@ -281,7 +281,9 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 		if next < len(out.Records) {
 			// The call's budget ran out inside the response, perhaps inside an aggregate:
 			// checkpoint after the last record emitted. The response's next iterator is past
-			// records not emitted, so none is left for the next call.
+			// records not emitted, so none is left for the next call; the records not
+			// emitted are unread too.
+			memos.setBacklog(key, resumeKey(rest, st.lastClaim), backlog+float64(dataBytes(out.Records[next:])), time.Now())
 			return sdf.ResumeProcessingIn(0), nil
 		}
 		if out.MillisBehindLatest != nil {
@@ -340,19 +342,17 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// observeBacklog adds a response to the shard's byte rate and reports the resulting backlog
-// estimate to the tracker, whose progress it becomes, and returns it.
-func (r *shardReader) observeBacklog(ctx context.Context, rt *sdf.LockRTracker, key string, out *kinesis.GetRecordsOutput) float64 {
-	var s rateSample
-	for i := range out.Records {
-		s.bytes += int64(len(out.Records[i].Data))
+// observeBacklog adds the records of a GetRecords response or SubscribeToShard event to the
+// shard's byte rate, reports the resulting backlog estimate (with the response's
+// MillisBehindLatest) to the tracker, whose progress it becomes, and returns it.
+func (r *shardReader) observeBacklog(ctx context.Context, rt *sdf.LockRTracker, key string, records []types.Record, millisBehind *int64) float64 {
+	s := rateSample{bytes: dataBytes(records)}
+	if n := len(records); n > 0 {
+		s.head = int64(len(records[0].Data))
+		s.firstMs = aws.ToTime(records[0].ApproximateArrivalTimestamp).UnixMilli()
+		s.last = aws.ToTime(records[n-1].ApproximateArrivalTimestamp).UnixMilli()
 	}
-	if n := len(out.Records); n > 0 {
-		s.head = int64(len(out.Records[0].Data))
-		s.firstMs = aws.ToTime(out.Records[0].ApproximateArrivalTimestamp).UnixMilli()
-		s.last = aws.ToTime(out.Records[n-1].ApproximateArrivalTimestamp).UnixMilli()
-	}
-	b := memos.observe(key, s, len(out.Records), aws.ToInt64(out.MillisBehindLatest), time.Now())
+	b := memos.observe(key, s, len(records), aws.ToInt64(millisBehind), time.Now())
 	rt.Mu.Lock()
 	if t, ok := rt.Rt.(*shardTracker); ok {
 		t.setBacklog(b)
@@ -360,6 +360,15 @@ func (r *shardReader) observeBacklog(ctx context.Context, rt *sdf.LockRTracker, 
 	rt.Mu.Unlock()
 	backlogBytes.Set(ctx, int64(b))
 	return b
+}
+
+// dataBytes is the size of the records' data.
+func dataBytes(records []types.Record) int64 {
+	var n int64
+	for i := range records {
+		n += int64(len(records[i].Data))
+	}
+	return n
 }
 
 // emitRecords claims and emits the user records of one GetRecords response or

@@ -171,6 +171,15 @@ func (c *memoCache) forget(key string) {
 // with a steady producer the bytes that arrived in those last milliseconds are those
 // unread. It is 0 when the reader is caught up (MillisBehindLatest 0). Records that all
 // arrived within one millisecond count as their whole bytes over one millisecond.
+//
+// Polling and enhanced fan-out use the same formula. With enhanced fan-out the records are
+// those of the SubscribeToShard events read, and a call that stops inside an event adds the
+// bytes of the event's records it left unread. An event's MillisBehindLatest is how far it
+// was behind when the service sent it, which is 0 for the events a slow reader has not read
+// yet (the service pushes them as records arrive, up to the client's HTTP/2 stream window):
+// for an event sent caught up whose last record is more than 500 ms old on the worker's
+// clock, the record's age stands for MillisBehindLatest (eventLagMs). So a reader less than
+// 500 ms behind reports only the rest of the event it stopped inside.
 func estimateBacklog(samples []rateSample, millisBehind int64) float64 {
 	if millisBehind <= 0 || len(samples) == 0 {
 		return 0

@@ -308,25 +308,14 @@ func TestBacklogFollowsAProducerThatOutrunsTheReader(t *testing.T) {
 	n := 0
 	var worst float64
 	for step := range 40 {
-		var entries []types.PutRecordsRequestEntry
 		for range 30 {
 			size := 60 + (n*37)%81 // 60..140 bytes, deterministic
 			n++
-			entries = append(entries, types.PutRecordsRequestEntry{Data: make([]byte, size), PartitionKey: aws.String("k")})
-			putAll(t, client, stream, entries[len(entries)-1:])
+			putAll(t, client, stream, []types.PutRecordsRequestEntry{{Data: make([]byte, size), PartitionKey: aws.String("k")}})
 			clock.Advance(20 * time.Millisecond)
 		}
 		h.call(h.rest)
-		stored, err := srv.ShardRecords(stream, h.d.ShardID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var unread int64
-		for _, r := range stored {
-			if seqnum.Compare(r.SequenceNumber, h.rest.StartSeq) > 0 {
-				unread += int64(len(r.Data))
-			}
-		}
+		unread := unreadBytes(t, srv, stream, h.d.ShardID, h.rest)
 		got := h.fn.RestrictionSize(h.d, h.rest)
 		if step < 3 {
 			continue // fewer than 60 records, about a second of arrivals, seen yet
@@ -340,5 +329,99 @@ func TestBacklogFollowsAProducerThatOutrunsTheReader(t *testing.T) {
 	t.Logf("%d records put, %d read; worst deviation of the backlog from the true unread bytes %.1f %%", n, len(h.got), 100*worst)
 	if len(h.got) != 40*20 {
 		t.Errorf("read %d records; want %d", len(h.got), 40*20)
+	}
+}
+
+// unreadBytes is the data of the records the server holds in shard after the start of the
+// residual rest.
+func unreadBytes(t testing.TB, srv *kinesistest.Server, stream, shard string, rest shardRestriction) int64 {
+	t.Helper()
+	stored, err := srv.ShardRecords(stream, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unread int64
+	for _, r := range stored {
+		if seqnum.Compare(r.SequenceNumber, rest.StartSeq) > 0 {
+			unread += int64(len(r.Data))
+		}
+	}
+	return unread
+}
+
+// TestEnhancedFanOutBacklogIsTheUnreadBytes subscribes to a shard holding 3 MB (3,000
+// records of 1,000 bytes that arrived over a minute), so that the service's events, of at
+// most 1 MiB each, each report how far they are behind the tip. The reader reads 100
+// records a call, stopping inside events; after each call the residual's RestrictionSize
+// (MillisBehindLatest × byte rate, plus the rest of the event the call stopped inside) is
+// within ±25 % of the bytes after the checkpoint, and 0 once the reader is caught up.
+func TestEnhancedFanOutBacklogIsTheUnreadBytes(t *testing.T) {
+	const stream = "memo-efo-backlog"
+	// Every event is sent while the reader is behind, and its MillisBehindLatest stands. The
+	// last records arrive 30 s ahead of the worker's clock, so that however slowly this test
+	// runs no record's age on the worker's clock is taken for in-flight events (eventLagMs,
+	// TestEventLag).
+	clock := kinesistest.NewManualClock(time.Now().Add(-29 * time.Second))
+	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
+	client := srv.Client()
+	for range 60 {
+		var entries []types.PutRecordsRequestEntry
+		for range 50 {
+			entries = append(entries, types.PutRecordsRequestEntry{Data: make([]byte, 1000), PartitionKey: aws.String("k")})
+		}
+		putAll(t, client, stream, entries)
+		clock.Advance(time.Second)
+	}
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerFetch(100), WithEnhancedFanOut("backlog"))
+	var worst float64
+	for step := range 29 {
+		h.call(h.rest)
+		unread := unreadBytes(t, srv, stream, h.d.ShardID, h.rest)
+		got := h.fn.RestrictionSize(h.d, h.rest)
+		dev := got/float64(unread) - 1
+		worst = max(worst, dev, -dev)
+		if dev > 0.25 || dev < -0.25 {
+			t.Errorf("step %d: RestrictionSize %.0f, true unread bytes %d (%+.0f %%)", step, got, unread, 100*dev)
+		}
+	}
+	h.call(h.rest) // the last 100 records
+	h.call(h.rest) // caught up
+	if got := h.fn.RestrictionSize(h.d, h.rest); got != 0 {
+		t.Errorf("RestrictionSize when caught up = %v; want 0", got)
+	}
+	t.Logf("worst deviation of the backlog from the true unread bytes %.1f %%", 100*worst)
+	if len(h.got) != 3000 {
+		t.Errorf("read %d records; want 3000", len(h.got))
+	}
+}
+
+// TestEventLag checks how far an enhanced fan-out reader takes itself to be behind after an
+// event: its MillisBehindLatest, except for an event sent caught up whose last record is
+// more than half a second old when it is read (the service sent it long before the reader read
+// it), where it is the record's age.
+func TestEventLag(t *testing.T) {
+	now := time.UnixMilli(1_700_000_100_000)
+	event := func(behind int64, ageMs ...int64) *types.SubscribeToShardEvent {
+		ev := &types.SubscribeToShardEvent{MillisBehindLatest: aws.Int64(behind)}
+		for _, a := range ageMs {
+			ev.Records = append(ev.Records, types.Record{ApproximateArrivalTimestamp: aws.Time(now.Add(-time.Duration(a) * time.Millisecond))})
+		}
+		return ev
+	}
+	for _, tc := range []struct {
+		name string
+		ev   *types.SubscribeToShardEvent
+		want int64
+	}{
+		{"caught up, no records", event(0), 0},
+		{"caught up, read at once", event(0, 90, 70), 0},
+		{"behind when sent, read at once", event(5000, 5100, 5050), 5000},
+		{"within the tolerance", event(0, 700, 450), 0},
+		{"read 3 s after it was sent caught up", event(0, 3200, 3000), 3000},
+		{"read late, behind when sent", event(2000, 9000, 8000), 2000},
+	} {
+		if got := aws.ToInt64(eventLagMs(tc.ev, now)); got != tc.want {
+			t.Errorf("%s: lag %d ms, want %d", tc.name, got, tc.want)
+		}
 	}
 }

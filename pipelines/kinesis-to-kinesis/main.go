@@ -46,7 +46,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("running the pipeline: %w", err)
 	}
-	if res == nil { // --runner=vet checks the graph and runs nothing
+	if res == nil { // --runner=vet checks the graph and runs nothing; so does a Dataflow --dry_run
 		return nil
 	}
 	fmt.Printf("%d messages could not be written to %s\n", report.FailedCount(res, metricsNamespace), j.output)

@@ -263,7 +263,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("running the pipeline: %w", err)
 	}
-	if res == nil { // --runner=vet checks the graph and runs nothing
+	if res == nil { // --runner=vet checks the graph and runs nothing; so does a Dataflow --dry_run
 		return nil
 	}
 	elapsed := time.Since(start)
