@@ -39,6 +39,9 @@ func internalValues() []any {
 		shardDescriptor{Stream: "orders", ShardID: "shardId-000000000003", ParentShardID: "shardId-000000000001", AdjacentParentShardID: "shardId-000000000002",
 			StartingHashKey: "0", EndingHashKey: "340282366920938463463374607431768211455", StartKind: startAtTimestamp, StartTimeMs: 1764599990000, EndTimeMs: -1},
 		shardDescriptor{Stream: "ünïcode-stream", ShardID: "shardId-000000000000", StartKind: startAfterSequence, StartSeq: "49590338271490256608559692538361571095921575989136588898"},
+		commitToken{},
+		commitToken{Stream: "orders", ShardID: "shardId-000000000003", Seq: "49590338271490256608559692538361571095921575989136588898", Sub: 9, Records: 500, EndMs: 1764600000123},
+		commitToken{Stream: "orders", ShardID: "shardId-000000000001", Seq: "SHARD_END"},
 	}
 }
 
@@ -64,6 +67,8 @@ func TestInternalCodersRoundTrip(t *testing.T) {
 			got, err = decodeShardRestriction(encodeShardRestriction(x))
 		case shardDescriptor:
 			got, err = decodeShardDescriptor(encodeShardDescriptor(x))
+		case commitToken:
+			got, err = decodeCommitToken(encodeCommitToken(x))
 		}
 		if err != nil {
 			t.Errorf("%#v: %v", v, err)

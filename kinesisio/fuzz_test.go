@@ -54,6 +54,8 @@ func FuzzInternalDecoders(f *testing.F) {
 			f.Add(encodeShardRestriction(x))
 		case shardDescriptor:
 			f.Add(encodeShardDescriptor(x))
+		case commitToken:
+			f.Add(encodeCommitToken(x))
 		}
 	}
 	f.Add([]byte{})
@@ -67,6 +69,11 @@ func FuzzInternalDecoders(f *testing.F) {
 		if r, err := decodeShardRestriction(b); err == nil {
 			if again, err := decodeShardRestriction(encodeShardRestriction(r)); err != nil || again != r {
 				t.Errorf("shard restriction %#v re-decoded as %#v, %v", r, again, err)
+			}
+		}
+		if tok, err := decodeCommitToken(b); err == nil {
+			if again, err := decodeCommitToken(encodeCommitToken(tok)); err != nil || again != tok {
+				t.Errorf("commit token %#v re-decoded as %#v, %v", tok, again, err)
 			}
 		}
 		if r, err := decodeDiscoveryRestriction(b); err == nil {
