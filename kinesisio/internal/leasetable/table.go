@@ -202,29 +202,6 @@ func (t *Table) Get(ctx context.Context, shardID string) (l Lease, ok bool, err 
 	return l, true, nil
 }
 
-// Scan reads every lease in the table with strongly consistent reads, following pages.
-func (t *Table) Scan(ctx context.Context) ([]Lease, error) {
-	var leases []Lease
-	in := &dynamodb.ScanInput{TableName: aws.String(t.name), ConsistentRead: aws.Bool(true)}
-	for {
-		out, err := t.db.Scan(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("leasetable: scanning table %s: %w", t.name, err)
-		}
-		for _, item := range out.Items {
-			l, err := decode(item)
-			if err != nil {
-				return nil, fmt.Errorf("leasetable: an item of table %s: %w", t.name, err)
-			}
-			leases = append(leases, l)
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return leases, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
-}
-
 // Acquire makes owner the holder of want.ShardID's lease. A shard without an item gets one
 // made from want (its checkpoint is the initial position); a lease held by another owner is
 // taken over (lease counter and owner switches incremented), and the previous holder is
