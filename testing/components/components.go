@@ -88,17 +88,25 @@ const JavaClientEnv = "BEAMKINESIS_JAVA_CLIENT"
 // client that deps.sh built (JavaClientEnv, else <Cache>/java-sdkv2). The error wraps
 // ErrUnavailable when java or the build is missing.
 func JavaClient() (java, classPath string, err error) {
+	return builtJava(JavaClientEnv, "java-sdkv2", "Java SDK v2 client", "java")
+}
+
+// builtJava returns the java executable and the class path of a Java program deps.sh built
+// into the directory named by env (else <Cache>/cacheDir) as classes/ and classpath.txt;
+// what names the program and component the deps.sh argument in errors, which wrap
+// ErrUnavailable.
+func builtJava(env, cacheDir, what, component string) (java, classPath string, err error) {
 	java, err = exec.LookPath("java")
 	if err != nil {
 		return "", "", fmt.Errorf("%w: java is not on PATH", ErrUnavailable)
 	}
-	dir := os.Getenv(JavaClientEnv)
+	dir := os.Getenv(env)
 	if dir == "" {
-		dir = filepath.Join(Cache(), "java-sdkv2")
+		dir = filepath.Join(Cache(), cacheDir)
 	}
 	deps, err := os.ReadFile(filepath.Join(dir, "classpath.txt"))
 	if err != nil {
-		return "", "", fmt.Errorf("%w: no Java SDK v2 client built in %s", ErrUnavailable, dir)
+		return "", "", fmt.Errorf("%w: no %s built in %s (testing/deps/deps.sh %s)", ErrUnavailable, what, dir, component)
 	}
 	return java, filepath.Join(dir, "classes") + string(os.PathListSeparator) + strings.TrimSpace(string(deps)), nil
 }
