@@ -36,6 +36,9 @@ var (
 // committedRecordsMetric is the name of the per-shard counter of committed records.
 func committedRecordsMetric(shardID string) string { return "checkpoint_committed_records_" + shardID }
 
+// commitAttempts is how often the DynamoDB client tries one request.
+const commitAttempts = 8
+
 // commitTimeout bounds one commit.
 const commitTimeout = 30 * time.Second
 
@@ -173,6 +176,9 @@ func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointS
 			o.BaseEndpoint = aws.String(spec.Endpoint)
 		}
 		o.APIOptions = append(o.APIOptions, countCalls(&c.stats.calls))
+		// Ride out throttling and 5xx within one commit: a commit that still fails fails
+		// the commit step's bundle, which the runner retries.
+		o.RetryMaxAttempts = commitAttempts
 	})
 	c.table = leasetable.New(db, spec.Table)
 	created, err := c.table.Ensure(ctx)
@@ -199,16 +205,18 @@ func (c *checkpointer) shard(id string) *shardLease {
 
 // commit writes tok's position (or SHARD_END) as its shard's checkpoint. commitFn calls it
 // once the runner handed it the token: after the runner committed the bundle that read up
-// to it. A failed write is logged, not returned: the next token of the shard covers it, and
-// until then only more records would be read again by a new job.
-func (c *checkpointer) commit(ctx context.Context, tok commitToken) {
+// to it. A lease another owner took is logged and ends the shard's commits (nil). A write
+// that fails otherwise is returned: the token may be the shard's last (its SHARD_END, which
+// its children wait for, or a bounded read's end), so it must not be dropped; commitFn
+// fails its bundle and the runner delivers the token again.
+func (c *checkpointer) commit(ctx context.Context, tok commitToken) error {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	s := c.shard(tok.ShardID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lost != nil {
-		return
+		return nil
 	}
 	if s.lease.ShardID == "" {
 		s.lease.ShardID = tok.ShardID
@@ -223,10 +231,9 @@ func (c *checkpointer) commit(ctx context.Context, tok commitToken) {
 	switch {
 	case errors.As(err, &lost):
 		c.loseLocked(ctx, s, lost, tok.Stream)
-		return
+		return nil
 	case err != nil:
-		log.Warnf(ctx, "kinesisio: committing shard %s of stream %s at %s/%d to checkpoint table %s failed; the next commit covers it: %v", tok.ShardID, tok.Stream, tok.Seq, tok.Sub, c.spec.Table, err)
-		return
+		return fmt.Errorf("committing shard %s of stream %s at %s/%d: %w", tok.ShardID, tok.Stream, tok.Seq, tok.Sub, err)
 	}
 	s.lease, s.written = l, time.Now()
 	now := s.written
@@ -248,6 +255,7 @@ func (c *checkpointer) commit(ctx context.Context, tok commitToken) {
 	if tok.Seq == leasetable.ShardEnd {
 		c.stats.shardEnds.Add(1)
 	}
+	return nil
 }
 
 // loseLocked records that another owner holds s's lease now, and says so. s.mu is held.

@@ -2,6 +2,8 @@ package kinesisio
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"time"
@@ -169,22 +171,34 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 	return nil
 }
 
-// FinishBundle writes the bundle's positions and reports the table's metrics.
+// FinishBundle writes the bundle's positions and reports the table's metrics. A write that
+// fails (after the DynamoDB client's retries) fails the bundle, so that the runner retries
+// it with the same tokens; the writes are conditional and never move a position back, so
+// the retry rewrites nothing that was already written.
 func (fn *commitFn) FinishBundle(ctx context.Context) error {
 	// The shards' writes go out together: a bundle takes one DynamoDB round trip, not one
 	// per shard.
 	var wg sync.WaitGroup
+	errs := make([]error, 0, len(fn.pending))
+	var mu sync.Mutex
 	for _, tok := range fn.pending {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fn.cp.commit(ctx, tok)
+			if err := fn.cp.commit(ctx, tok); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
 	fn.pending = nil
 	if fn.cp != nil {
 		fn.cp.flush(ctx)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kinesisio: checkpoint table %s: %d of the bundle's commits failed; the runner retries the bundle: %w", fn.Spec.Checkpoint.Table, len(errs), err)
 	}
 	return nil
 }

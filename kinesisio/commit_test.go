@@ -2,7 +2,11 @@ package kinesisio
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 )
@@ -55,5 +59,56 @@ func TestCommitStepWritesTheFurthestPositionAndNeverMovesBack(t *testing.T) {
 	}
 	if l := bundle(tok("3000", 0)); l.Checkpoint != leasetable.ShardEnd {
 		t.Fatalf("a token after SHARD_END moved the checkpoint to %s", l.Checkpoint)
+	}
+}
+
+// A commit that cannot be written fails the commit step's bundle, naming the table and the
+// shard, instead of being dropped: the token may be the shard's SHARD_END, which its
+// children wait for. The runner's retry of the bundle delivers the token again and writes it.
+func TestAFailedCommitFailsTheBundleAndItsRetryWritesIt(t *testing.T) {
+	dyn := startDynalite(t)
+	ctx := context.Background()
+	spec := checkpointSpec{Table: "positions-failing", Endpoint: dyn, Owner: "beamkinesis-commit-test", LeaseDuration: defaultLeaseDuration}
+	client := clientConfig{Region: "us-east-1", AccessKeyID: "test", SecretAccessKey: "test", Endpoint: "http://127.0.0.1:1"}
+	cp, err := openCheckpointer(ctx, client, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := shardDescriptor{Stream: "s", ShardID: "shardId-000000000000", StartKind: startTrimHorizon}
+	if _, _, err := cp.acquireAll(ctx, []shardDescriptor{d}); err != nil {
+		t.Fatal(err)
+	}
+	fn := &commitFn{Spec: commitSpec{Client: client, Checkpoint: spec}, cp: cp}
+	end := commitToken{Stream: "s", ShardID: d.ShardID, Seq: leasetable.ShardEnd, Records: 3}
+	runBundle := func() error {
+		fn.StartBundle(ctx)
+		if err := fn.ProcessElement(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+		return fn.FinishBundle(ctx)
+	}
+
+	// The table disappears under the job: DynamoDB answers ResourceNotFoundException.
+	db := emulatorsDynamoDB(dyn)
+	if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(spec.Table)}); err != nil {
+		t.Fatal(err)
+	}
+	err = runBundle()
+	if err == nil || !strings.Contains(err.Error(), spec.Table) || !strings.Contains(err.Error(), d.ShardID) {
+		t.Fatalf("FinishBundle: %v; want an error naming table %s and shard %s", err, spec.Table, d.ShardID)
+	}
+
+	// Back, with the shard's lease: the retried bundle writes SHARD_END.
+	if _, err := cp.table.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cp.acquireAll(ctx, []shardDescriptor{d}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runBundle(); err != nil {
+		t.Fatalf("the retried bundle: %v", err)
+	}
+	if l := leaseOf(t, dyn, spec.Table, d.ShardID); l.Checkpoint != leasetable.ShardEnd {
+		t.Fatalf("after the retry the checkpoint is %s; want %s", l.Checkpoint, leasetable.ShardEnd)
 	}
 }
