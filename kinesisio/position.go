@@ -174,8 +174,12 @@ func ParseStartingPosition(s string) (StartingPosition, error) {
 	case "earliest":
 		return Earliest(), nil
 	}
-	if rest, ok := strings.CutPrefix(strings.ToUpper(trimmed), "AT_TIMESTAMP"); ok && !strings.HasPrefix(trimmed, "{") {
-		t, err := parsePositionTime(strings.TrimSpace(trimmed[len(trimmed)-len(rest):]))
+	// The keyword is matched on bytes of the original text: upper-casing first would change the
+	// length of text holding runes such as 'ı' or invalid UTF-8, and the rest would be cut
+	// from the wrong place.
+	const atTimestamp = "AT_TIMESTAMP"
+	if len(trimmed) >= len(atTimestamp) && strings.EqualFold(trimmed[:len(atTimestamp)], atTimestamp) {
+		t, err := parsePositionTime(strings.TrimSpace(trimmed[len(atTimestamp):]))
 		if err != nil {
 			return StartingPosition{}, fmt.Errorf("starting position %q: %w", s, err)
 		}
