@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/awsconf"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
@@ -61,37 +62,23 @@ type clientConfig struct {
 	Profile         string
 }
 
-// String describes the configuration with credentials redacted.
-func (c clientConfig) String() string {
-	return fmt.Sprintf("{Region:%q Endpoint:%q AccessKeyID:%s SecretAccessKey:%s SessionToken:%s RoleARN:%q RoleSessionName:%q Profile:%q}",
-		c.Region, c.Endpoint, redact(c.AccessKeyID), redact(c.SecretAccessKey), redact(c.SessionToken),
-		c.RoleARN, c.RoleSessionName, c.Profile)
+// settings is the configuration in awsconf's terms.
+func (c clientConfig) settings() awsconf.Settings {
+	return awsconf.Settings{
+		Region: c.Region, Endpoint: c.Endpoint, Profile: c.Profile,
+		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken,
+		RoleARN: c.RoleARN, RoleSessionName: c.RoleSessionName,
+	}
 }
+
+// String describes the configuration with credentials redacted.
+func (c clientConfig) String() string { return c.settings().String() }
 
 // GoString makes %#v redact too.
 func (c clientConfig) GoString() string { return c.String() }
 
 // credentialsSource names where credentials come from, for logs and display data.
-func (c clientConfig) credentialsSource() string {
-	src := "default credential chain"
-	if c.Profile != "" {
-		src = fmt.Sprintf("shared config profile %q", c.Profile)
-	}
-	if c.AccessKeyID != "" {
-		src = "static credentials"
-	}
-	if c.RoleARN != "" {
-		src += fmt.Sprintf(", assuming role %s", c.RoleARN)
-	}
-	return src
-}
-
-func redact(s string) string {
-	if s == "" {
-		return `""`
-	}
-	return `"<redacted>"`
-}
+func (c clientConfig) credentialsSource() string { return c.settings().CredentialsSource() }
 
 // retryConfig is the connector's own retry policy for Kinesis calls (the SDK's retries are
 // turned off so that the two layers do not multiply). It mirrors the Spark connectors'

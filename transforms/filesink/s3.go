@@ -8,19 +8,13 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/awsconf"
 )
 
 // maxPutObjectSize is the largest object a single PutObject may create (5 GiB).
 const maxPutObjectSize = 5 << 30
-
-// defaultS3Region is the signing region used with an Endpoint and no Region: local
-// S3-compatible servers accept any region, and the SDK refuses to sign without one.
-const defaultS3Region = "us-east-1"
 
 // S3 is how Write reaches S3 for an s3:// Dir, with the same credential choices as
 // kinesisio's client options. Empty fields leave the AWS SDK's defaults: the region and
@@ -50,21 +44,10 @@ type S3 struct {
 }
 
 // String describes the configuration with credentials redacted.
-func (c S3) String() string {
-	return fmt.Sprintf("{Region:%q Endpoint:%q Profile:%q AccessKeyID:%s SecretAccessKey:%s SessionToken:%s RoleARN:%q RoleSessionName:%q}",
-		c.Region, c.Endpoint, c.Profile, redact(c.AccessKeyID), redact(c.SecretAccessKey), redact(c.SessionToken),
-		c.RoleARN, c.RoleSessionName)
-}
+func (c S3) String() string { return awsconf.Settings(c).String() }
 
 // GoString makes %#v redact too.
 func (c S3) GoString() string { return c.String() }
-
-func redact(s string) string {
-	if s == "" {
-		return `""`
-	}
-	return `"<redacted>"`
-}
 
 // validate reports an inconsistent configuration.
 func (c S3) validate() error {
@@ -106,30 +89,12 @@ func openS3(ctx context.Context, dir string, cfg S3) (destination, error) {
 	if err != nil {
 		return nil, err
 	}
-	var loadOpts []func(*awsconfig.LoadOptions) error
-	if cfg.Region != "" {
-		loadOpts = append(loadOpts, awsconfig.WithRegion(cfg.Region))
+	awsCfg, err := awsconf.Load(ctx, awsconf.Settings(cfg))
+	if errors.Is(err, awsconf.ErrNoRegion) {
+		return nil, fmt.Errorf("S3 %s: %w; set S3.Region or AWS_REGION", dir, err)
 	}
-	if cfg.Profile != "" {
-		loadOpts = append(loadOpts, awsconfig.WithSharedConfigProfile(cfg.Profile))
-	}
-	if cfg.AccessKeyID != "" {
-		loadOpts = append(loadOpts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("loading AWS configuration for S3: %w", err)
-	}
-	if awsCfg.Region == "" {
-		if cfg.Endpoint == "" {
-			return nil, errors.New("no AWS region configured for S3; set S3.Region or AWS_REGION")
-		}
-		awsCfg.Region = defaultS3Region
-	}
-	if cfg.RoleARN != "" {
-		awsCfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(awsCfg), cfg.RoleARN,
-			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = cfg.RoleSessionName }))
+		return nil, fmt.Errorf("S3 %s: %w", dir, err)
 	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
