@@ -3,9 +3,7 @@ package flink
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/beamkinesis/beamkinesis/testing/flink/flinkrest"
 )
 
 // needCluster skips t unless the tests run on the standalone cluster (flink.sh), whose
@@ -28,127 +28,49 @@ func needCluster(t *testing.T) {
 	}
 }
 
-// restCall sends method path (with a JSON body unless nil) to the cluster's REST API and
-// decodes the JSON answer into out unless out is nil.
-func restCall(ctx context.Context, method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, suite.rest+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: decoding %s: %w", method, path, b, err)
-	}
-	return nil
+// cluster returns the suite's standalone cluster, whose script is cluster.sh in this
+// directory.
+func cluster() *flinkrest.Cluster {
+	return &flinkrest.Cluster{REST: suite.rest, State: suite.clusterState, Script: "cluster.sh"}
 }
 
-// restGet is restCall GET that fails t on error.
+// restGet is a GET of path on the cluster's REST API that fails t on error.
 func restGet(t *testing.T, path string, out any) {
 	t.Helper()
-	if err := restCall(context.Background(), http.MethodGet, path, nil, out); err != nil {
+	if err := cluster().Call(context.Background(), http.MethodGet, path, nil, out); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// jobSummary is an entry of GET /jobs/overview.
-type jobSummary struct {
-	ID    string `json:"jid"`
-	Name  string `json:"name"`
-	State string `json:"state"`
 }
 
 // jobIDs returns the ids of every job the cluster knows, by state.
 func jobIDs(t *testing.T) map[string]string {
 	t.Helper()
-	var ov struct {
-		Jobs []jobSummary `json:"jobs"`
+	states, err := cluster().JobStates(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	restGet(t, "/jobs/overview", &ov)
-	out := map[string]string{}
-	for _, j := range ov.Jobs {
-		out[j.ID] = j.State
-	}
-	return out
-}
-
-// checkpointCounts are the counts of GET /jobs/<id>/checkpoints.
-type checkpointCounts struct {
-	Completed int `json:"completed"`
-	Failed    int `json:"failed"`
-	Restored  int `json:"restored"`
-}
-
-// checkpointStats is the part of GET /jobs/<id>/checkpoints the tests read.
-type checkpointStats struct {
-	Counts checkpointCounts `json:"counts"`
-	Latest struct {
-		Completed *struct {
-			ID       int64  `json:"id"`
-			External string `json:"external_path"`
-		} `json:"completed"`
-		Restored *struct {
-			ID          int64  `json:"id"`
-			RestoreTime int64  `json:"restore_timestamp"`
-			External    string `json:"external_path"`
-			IsSavepoint bool   `json:"is_savepoint"`
-		} `json:"restored"`
-	} `json:"latest"`
+	return states
 }
 
 // checkpoints returns the job's checkpoint statistics, failing t if the job has failed
 // (Flink gave up restarting it).
-func checkpoints(t *testing.T, job string) checkpointStats {
+func checkpoints(t *testing.T, job string) flinkrest.CheckpointStats {
 	t.Helper()
-	var j struct {
-		State string `json:"state"`
+	s, err := cluster().Checkpoints(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
 	}
-	restGet(t, "/jobs/"+job, &j)
-	if j.State == "FAILED" {
-		var ex struct {
-			RootException string `json:"root-exception"`
-		}
-		restGet(t, "/jobs/"+job+"/exceptions", &ex)
-		t.Fatalf("Flink job %s failed: %s", job, tail(ex.RootException, 30))
-	}
-	var s checkpointStats
-	restGet(t, "/jobs/"+job+"/checkpoints", &s)
 	return s
 }
 
-// userConfig returns the job's Beam pipeline options as Flink shows them
-// (GET /jobs/<id>/config, field user-config).
+// userConfig returns the job's Beam pipeline options as Flink shows them.
 func userConfig(t *testing.T, job string) map[string]string {
 	t.Helper()
-	var c struct {
-		ExecutionConfig struct {
-			UserConfig map[string]string `json:"user-config"`
-		} `json:"execution-config"`
+	cfg, err := cluster().UserConfig(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
 	}
-	restGet(t, "/jobs/"+job+"/config", &c)
-	return c.ExecutionConfig.UserConfig
+	return cfg
 }
 
 // await polls cond every 200 ms until it returns true, failing t with what() when
@@ -167,10 +89,8 @@ func await(t *testing.T, timeout time.Duration, what func() string, cond func() 
 // clusterScript runs cluster.sh verb args on the suite's cluster.
 func clusterScript(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command("bash", append([]string{"cluster.sh"}, args...)...)
-	cmd.Env = append(os.Environ(), envClusterState+"="+suite.clusterState)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := cluster().RunScript(context.Background(), args...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -230,7 +150,7 @@ func startPipeline(t *testing.T, name string, args ...string) *liveRun {
 			r.cmd.Process.Kill()
 			<-r.done
 			if r.job != "" {
-				restCall(context.Background(), http.MethodPatch, "/jobs/"+r.job+"?mode=cancel", nil, nil)
+				cluster().Cancel(context.Background(), r.job)
 			}
 		}
 		if t.Failed() {
@@ -259,9 +179,9 @@ func startPipeline(t *testing.T, name string, args ...string) *liveRun {
 // started (or since its last restore) and returns the job's checkpoint statistics. The
 // first completed checkpoint is the sign that every task of the job runs: the job is
 // RUNNING while its tasks still deploy, and checkpoints fail to trigger until they run.
-func (r *liveRun) awaitCheckpoints(t *testing.T, n int) checkpointStats {
+func (r *liveRun) awaitCheckpoints(t *testing.T, n int) flinkrest.CheckpointStats {
 	t.Helper()
-	var s checkpointStats
+	var s flinkrest.CheckpointStats
 	await(t, 2*time.Minute, func() string {
 		return fmt.Sprintf("%s's job completed %d checkpoints, want %d", r.name, s.Counts.Completed, n)
 	}, func() bool {
@@ -317,7 +237,7 @@ func (r *liveRun) wait(t *testing.T) {
 // pipeline exits with that error, which cancel expects.
 func (r *liveRun) cancel(t *testing.T) {
 	t.Helper()
-	if err := restCall(context.Background(), http.MethodPatch, "/jobs/"+r.job+"?mode=cancel", nil, nil); err != nil {
+	if err := cluster().Cancel(context.Background(), r.job); err != nil {
 		t.Fatalf("cancelling %s's job: %v", r.name, err)
 	}
 	select {
@@ -335,31 +255,10 @@ func (r *liveRun) cancel(t *testing.T) {
 // path, once the pipeline process has ended.
 func (r *liveRun) stopWithSavepoint(t *testing.T) string {
 	t.Helper()
-	var trigger struct {
-		RequestID string `json:"request-id"`
-	}
-	if err := restCall(context.Background(), http.MethodPost, "/jobs/"+r.job+"/stop", map[string]any{"drain": false}, &trigger); err != nil {
-		t.Fatalf("stopping %s's job with a savepoint: %v", r.name, err)
-	}
-	var status struct {
-		Status struct {
-			ID string `json:"id"`
-		} `json:"status"`
-		Operation struct {
-			Location     string `json:"location"`
-			FailureCause *struct {
-				Class      string `json:"class"`
-				StackTrace string `json:"stack-trace"`
-			} `json:"failure-cause"`
-		} `json:"operation"`
-	}
-	await(t, 2*time.Minute, func() string { return "the savepoint is not complete: " + status.Status.ID }, func() bool {
-		restGet(t, "/jobs/"+r.job+"/savepoints/"+trigger.RequestID, &status)
-		return status.Status.ID == "COMPLETED"
-	})
-	if c := status.Operation.FailureCause; c != nil {
-		t.Fatalf("the savepoint of %s's job failed: %s\n%s", r.name, c.Class, tail(c.StackTrace, 30))
+	loc, err := cluster().StopWithSavepoint(context.Background(), r.job, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("%s: %v", r.name, err)
 	}
 	r.wait(t)
-	return status.Operation.Location
+	return loc
 }

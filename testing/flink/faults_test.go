@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/testing/flink/flinkrest"
 )
 
 // producer puts numbered records to a stream in small batches until stopped, as a live
@@ -186,7 +188,7 @@ func TestTaskManagerKillRestoresFromTheLastCheckpoint(t *testing.T) {
 	killed := time.Now()
 	sentAtKill := prod.count()
 	clusterScript(t, "start-tm", "1")
-	var cps checkpointStats
+	var cps flinkrest.CheckpointStats
 	await(t, 3*time.Minute, func() string { return fmt.Sprintf("the job has not restored and checkpointed again: %+v", cps.Counts) }, func() bool {
 		cps = checkpoints(t, r.job)
 		return cps.Latest.Restored != nil && cps.Latest.Completed != nil && cps.Latest.Completed.ID > cps.Latest.Restored.ID
@@ -241,7 +243,7 @@ func TestTaskManagerKillLosesNoRecordOfKinesisToKinesis(t *testing.T) {
 	clusterScript(t, "kill-tm", "2")
 	killed := time.Now()
 	clusterScript(t, "start-tm", "2")
-	var cps checkpointStats
+	var cps flinkrest.CheckpointStats
 	await(t, 3*time.Minute, func() string { return fmt.Sprintf("the job has not restored and checkpointed again: %+v", cps.Counts) }, func() bool {
 		cps = checkpoints(t, r.job)
 		return cps.Latest.Restored != nil && cps.Latest.Completed != nil && cps.Latest.Completed.ID > cps.Latest.Restored.ID

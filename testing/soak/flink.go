@@ -8,13 +8,13 @@ import (
 	"log"
 	"os"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
 	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
+	"github.com/beamkinesis/beamkinesis/testing/flink/flinkrest"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
@@ -84,8 +84,8 @@ func (j *flinkJob) wait(timeout time.Duration) error {
 // schedule, waits after the producer's end until the output holds every message (or
 // --drain_timeout passes), and cancels the job.
 func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam.Pipeline, load func() (*producer, time.Time)) (_ *flinkReport, err error) {
-	c := &flinkCluster{rest: strings.TrimSuffix(*flinkREST, "/"), state: *flinkState, script: *flinkScript}
-	if c.rest == "" || c.state == "" {
+	c := &flinkCluster{&flinkrest.Cluster{REST: *flinkREST, State: *flinkState, Script: *flinkScript}}
+	if c.REST == "" || c.State == "" {
 		return nil, errors.New("--runner=flink needs the standalone cluster: --flink_rest and --flink_cluster_state (or the BEAMKINESIS_FLINK_* lines testing/flink/flink.sh start prints, exported)")
 	}
 	if *jobopts.Endpoint == "" {
@@ -116,7 +116,7 @@ func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam
 	}
 	defer func() {
 		if err != nil && !job.ended() { // leave no job running on the cluster
-			if cerr := c.cancel(context.Background(), job.id); cerr != nil {
+			if cerr := c.Cancel(context.Background(), job.id); cerr != nil {
 				log.Printf("soak: cancelling Flink job %s after the failure: %v", job.id, cerr)
 			}
 		}
@@ -155,7 +155,7 @@ func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam
 	}
 	produced := prod.wait()
 	drainStart := time.Now()
-	err = await(ctx, *drainFor, "the output to hold every message", func() (bool, error) {
+	err = flinkrest.Await(ctx, *drainFor, "the output to hold every message", func() (bool, error) {
 		if job.ended() {
 			return false, fmt.Errorf("flink job %s ended before the output held every message: %w", job.id, job.err)
 		}
@@ -167,7 +167,7 @@ func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam
 	}
 	rep.lines = append(rep.lines, fmt.Sprintf("drain: %v after the producer's end until the output held every message or the wait gave up", time.Since(drainStart).Round(time.Second)))
 	rep.rss = c.rss()
-	if err := c.cancel(ctx, job.id); err != nil {
+	if err := c.Cancel(ctx, job.id); err != nil {
 		return rep, err
 	}
 	if err := job.wait(2 * time.Minute); err != nil {
@@ -179,22 +179,22 @@ func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam
 				rep.counters[k] += v
 			}
 		}
-		cps, err := c.checkpoints(ctx, j.id)
+		cps, err := c.Checkpoints(ctx, j.id)
 		if err != nil {
 			return rep, err
 		}
 		rep.lines = append(rep.lines, fmt.Sprintf("job %d %s: %d checkpoints completed, %d failed after the first completed one (%d before it, while tasks deployed), %d restores",
 			i+1, j.id, cps.Counts.Completed, cps.Counts.Failed-j.failedBefore, j.failedBefore, cps.Counts.Restored))
-		fails, err := c.failures(ctx, j.id)
+		fails, err := c.Failures(ctx, j.id)
 		if err != nil {
 			return rep, err
 		}
 		for _, f := range fails {
-			if !killedAt.IsZero() && !f.at.Before(killedAt) && !f.at.After(restoredAt) {
+			if !killedAt.IsZero() && !f.At.Before(killedAt) && !f.At.After(restoredAt) {
 				continue // the kill's own failure
 			}
-			rep.events = append(rep.events, event{at: f.at, cause: "unplanned restart after " + f.name})
-			rep.lines = append(rep.lines, fmt.Sprintf("job %d: unplanned restart at %v: %s", i+1, f.at.Sub(started).Round(time.Second), f.name))
+			rep.events = append(rep.events, event{at: f.At, cause: "unplanned restart after " + f.Name})
+			rep.lines = append(rep.lines, fmt.Sprintf("job %d: unplanned restart at %v: %s", i+1, f.At.Sub(started).Round(time.Second), f.Name))
 		}
 	}
 	sort.Slice(rep.events, func(i, j int) bool { return rep.events[i].at.Before(rep.events[j].at) })
@@ -204,7 +204,7 @@ func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam
 // submit submits p with opts from a goroutine, finds its Flink job and waits until the
 // job has completed a checkpoint (the sign that every task runs).
 func submit(ctx context.Context, c *flinkCluster, p *beam.Pipeline, opts flinkrunner.Options) (*flinkJob, error) {
-	before, err := c.jobStates(ctx)
+	before, err := c.JobStates(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -213,11 +213,11 @@ func submit(ctx context.Context, c *flinkCluster, p *beam.Pipeline, opts flinkru
 		defer close(j.done)
 		j.res, j.err = flinkrunner.Execute(ctx, p, opts)
 	}()
-	err = await(ctx, 5*time.Minute, "the job to run on Flink", func() (bool, error) {
+	err = flinkrest.Await(ctx, 5*time.Minute, "the job to run on Flink", func() (bool, error) {
 		if j.ended() {
 			return false, fmt.Errorf("the job ended before Flink ran it: %v", j.err)
 		}
-		states, err := c.jobStates(ctx)
+		states, err := c.JobStates(ctx)
 		for id, state := range states {
 			if _, old := before[id]; !old && state == "RUNNING" {
 				j.id = id
@@ -229,8 +229,8 @@ func submit(ctx context.Context, c *flinkCluster, p *beam.Pipeline, opts flinkru
 	if err != nil {
 		return nil, err
 	}
-	err = await(ctx, 3*time.Minute, "job "+j.id+"'s first checkpoint", func() (bool, error) {
-		cps, err := c.checkpoints(ctx, j.id)
+	err = flinkrest.Await(ctx, 3*time.Minute, "job "+j.id+"'s first checkpoint", func() (bool, error) {
+		cps, err := c.Checkpoints(ctx, j.id)
 		j.failedBefore = cps.Counts.Failed
 		return cps.Counts.Completed > 0, err
 	})
@@ -241,20 +241,20 @@ func submit(ctx context.Context, c *flinkCluster, p *beam.Pipeline, opts flinkru
 // since the last look, starts a new one, and waits until the job has restored from a
 // checkpoint and completed another.
 func killTaskManager(ctx context.Context, c *flinkCluster, job *flinkJob) (ev event, line string, err error) {
-	cps, err := c.checkpoints(ctx, job.id)
+	cps, err := c.Checkpoints(ctx, job.id)
 	if err != nil {
 		return ev, "", err
 	}
 	killed := time.Now()
-	if err := c.scriptRun(ctx, "kill-tm", "1"); err != nil {
+	if err := c.RunScript(ctx, "kill-tm", "1"); err != nil {
 		return ev, "", err
 	}
 	log.Printf("soak: killed TaskManager 1 with kill -9 (job %s had completed %d checkpoints)", job.id, cps.Counts.Completed)
-	if err := c.scriptRun(ctx, "start-tm", "1"); err != nil {
+	if err := c.RunScript(ctx, "start-tm", "1"); err != nil {
 		return ev, "", err
 	}
-	err = await(ctx, 3*time.Minute, "job "+job.id+" to restore and checkpoint again after the kill", func() (bool, error) {
-		cps, err = c.checkpoints(ctx, job.id)
+	err = flinkrest.Await(ctx, 3*time.Minute, "job "+job.id+" to restore and checkpoint again after the kill", func() (bool, error) {
+		cps, err = c.Checkpoints(ctx, job.id)
 		r, done := cps.Latest.Restored, cps.Latest.Completed
 		return r != nil && r.RestoreTime >= killed.UnixMilli() && done != nil && done.ID > r.ID, err
 	})
@@ -269,7 +269,7 @@ func killTaskManager(ctx context.Context, c *flinkCluster, job *flinkJob) (ev ev
 // savepointRestart stops job with a savepoint and submits the pipeline again from it.
 func savepointRestart(ctx context.Context, c *flinkCluster, job *flinkJob, build func() *beam.Pipeline, opts flinkrunner.Options) (next *flinkJob, ev event, line string, err error) {
 	stopped := time.Now()
-	loc, err := c.stopWithSavepoint(ctx, job.id)
+	loc, err := c.StopWithSavepoint(ctx, job.id, 3*time.Minute)
 	if err != nil {
 		return nil, ev, "", err
 	}
@@ -286,7 +286,7 @@ func savepointRestart(ctx context.Context, c *flinkCluster, job *flinkJob, build
 	if err != nil {
 		return nil, ev, "", fmt.Errorf("resubmitting from savepoint %s: %w", loc, err)
 	}
-	cps, err := c.checkpoints(ctx, next.id)
+	cps, err := c.Checkpoints(ctx, next.id)
 	if err != nil {
 		return nil, ev, "", err
 	}
