@@ -101,22 +101,75 @@ type Source struct {
 	MaxReadTime time.Duration
 	// Window is the size of the fixed event-time windows of a streaming pipeline.
 	Window time.Duration
+	// Table is the KCL-compatible DynamoDB table that keeps each shard's position
+	// (kinesisio.WithCheckpointTable); empty keeps none.
+	Table Checkpoints
 }
 
-// Register defines --starting_position, --bounded, --max_read_time and --window on fs.
+// Checkpoints are the flags of the checkpoint table: a job started on it resumes every
+// shard after the position the last job committed, and can take over a KCL application's
+// table.
+type Checkpoints struct {
+	// Name is the table's name (kinesisio.WithCheckpointTable).
+	Name string
+	// Endpoint replaces the regional DynamoDB endpoint (kinesisio.WithCheckpointTableEndpoint).
+	Endpoint string
+	// Takeover takes the leases of a live owner at once (kinesisio.WithCheckpointTakeover).
+	Takeover bool
+	// LeaseDuration is how long a lease lives unrenewed (kinesisio.WithCheckpointLeaseDuration);
+	// 0 keeps kinesisio's default.
+	LeaseDuration time.Duration
+}
+
+// register defines --checkpoint_table, --checkpoint_table_endpoint, --checkpoint_takeover
+// and --checkpoint_lease_duration on fs.
+func (c *Checkpoints) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.Name, "checkpoint_table", "", "DynamoDB table (KCL lease table layout) that keeps each shard's position, written after the runner commits; a job started on it resumes where the last one stopped, and --starting_position applies only to shards it has no position for (default: none)")
+	fs.StringVar(&c.Endpoint, "checkpoint_table_endpoint", "", "DynamoDB endpoint URL of --checkpoint_table replacing the regional one, e.g. http://127.0.0.1:8000 for a local DynamoDB")
+	fs.BoolVar(&c.Takeover, "checkpoint_takeover", false, "take the leases of --checkpoint_table from a live owner at once (a redeployment replacing a running job); false waits one lease duration and fails if the owner is alive")
+	fs.DurationVar(&c.LeaseDuration, "checkpoint_lease_duration", 0, "how long a lease of --checkpoint_table lives without renewal, at least 300ms (0: kinesisio's default, 10s)")
+}
+
+// options returns the kinesisio options of the flags given.
+func (c Checkpoints) options() ([]kinesisio.Option, error) {
+	if c.Name == "" {
+		if c.Endpoint != "" || c.Takeover || c.LeaseDuration != 0 {
+			return nil, errors.New("--checkpoint_table_endpoint, --checkpoint_takeover and --checkpoint_lease_duration need --checkpoint_table")
+		}
+		return nil, nil
+	}
+	opts := []kinesisio.Option{kinesisio.WithCheckpointTable(c.Name)}
+	if c.Endpoint != "" {
+		opts = append(opts, kinesisio.WithCheckpointTableEndpoint(c.Endpoint))
+	}
+	if c.Takeover {
+		opts = append(opts, kinesisio.WithCheckpointTakeover(true))
+	}
+	if c.LeaseDuration < 0 {
+		return nil, fmt.Errorf("--checkpoint_lease_duration=%v must not be negative", c.LeaseDuration)
+	}
+	if c.LeaseDuration > 0 {
+		opts = append(opts, kinesisio.WithCheckpointLeaseDuration(c.LeaseDuration))
+	}
+	return opts, nil
+}
+
+// Register defines --starting_position, --bounded, --max_read_time, --window and the
+// checkpoint table's flags on fs.
 func (s *Source) Register(fs *flag.FlagSet, defaultWindow time.Duration) {
 	fs.StringVar(&s.StartingPosition, "starting_position", "", "where to start reading: latest, trim_horizon, earliest, \"AT_TIMESTAMP <RFC 3339 time>\" or a JSON map of shard positions (default trim_horizon when bounded or with the embedded server, latest otherwise)")
 	fs.Var(&s.Bounded, "bounded", "read what the stream holds now and stop (a batch job); --bounded=false reads forever in fixed windows (default true with the embedded server, false otherwise)")
 	fs.DurationVar(&s.MaxReadTime, "max_read_time", 0, "end a streaming read after the records that arrived within this time of its start (0: never)")
 	fs.DurationVar(&s.Window, "window", defaultWindow, "size of the fixed event-time (arrival-time) windows")
+	s.Table.register(fs)
 }
 
 // EmbeddedMaxReadTime ends a streaming read of the embedded server, which receives no new
 // records, unless --max_read_time says otherwise, so that the demo ends.
 const EmbeddedMaxReadTime = 5 * time.Second
 
-// Resolve returns whether the read is bounded and its read options (starting position and
-// maximum read time).
+// Resolve returns whether the read is bounded and its read options (starting position,
+// maximum read time and checkpoint table).
 //
 // Against the embedded server (embedded true) a read is bounded unless --bounded=false,
 // starts at the trim horizon, and a streaming read ends after EmbeddedMaxReadTime. Against
@@ -147,7 +200,11 @@ func (s Source) Resolve(embedded bool) (bounded bool, opts []kinesisio.Option, e
 	if maxReadTime > 0 {
 		opts = append(opts, kinesisio.WithMaxReadTime(maxReadTime))
 	}
-	return bounded, opts, nil
+	table, err := s.Table.options()
+	if err != nil {
+		return false, nil, err
+	}
+	return bounded, append(opts, table...), nil
 }
 
 // Validate reports a flag value no pipeline can run with.

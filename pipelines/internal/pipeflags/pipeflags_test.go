@@ -153,3 +153,31 @@ func TestS3ConfigTakesTheKinesisCredentialsAndRegion(t *testing.T) {
 		t.Error("--aws_credentials_from_env without keys in the environment was accepted")
 	}
 }
+
+func TestCheckpointTableFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		wantOpts int // starting position + the table's options
+		wantErr  string
+	}{
+		{nil, 1, ""},
+		{[]string{"--checkpoint_table=positions"}, 2, ""},
+		{[]string{"--checkpoint_table=positions", "--checkpoint_table_endpoint=http://127.0.0.1:8000", "--checkpoint_takeover", "--checkpoint_lease_duration=2s"}, 5, ""},
+		{[]string{"--checkpoint_table_endpoint=http://127.0.0.1:8000"}, 0, "need --checkpoint_table"},
+		{[]string{"--checkpoint_takeover"}, 0, "need --checkpoint_table"},
+		{[]string{"--checkpoint_lease_duration=2s"}, 0, "need --checkpoint_table"},
+		{[]string{"--checkpoint_table=positions", "--checkpoint_lease_duration=-1s"}, 0, "must not be negative"},
+	} {
+		_, s, err := parse(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, opts, err := s.Resolve(false)
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.wantErr)
+		case tc.wantErr == "" && (err != nil || len(opts) != tc.wantOpts):
+			t.Errorf("%q: %d options, %v; want %d", tc.args, len(opts), err, tc.wantOpts)
+		}
+	}
+}
