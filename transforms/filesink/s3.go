@@ -16,32 +16,18 @@ import (
 // maxPutObjectSize is the largest object a single PutObject may create (5 GiB).
 const maxPutObjectSize = 5 << 30
 
-// S3 is how Write reaches S3 for an s3:// Dir, with the same credential choices as
-// kinesisio's client options. Empty fields leave the AWS SDK's defaults: the region and
-// credentials of the default chain on the worker (environment, shared config, instance or
-// task role). It travels to the workers inside the DoFns; its String method redacts the
-// secret and session token.
+// S3 is how Write reaches S3 for an s3:// Dir: the fields of awsconf.Settings, the same
+// choices as kinesisio's client options. Empty fields leave the AWS SDK's defaults: the
+// region and credentials of the default chain on the worker (environment, shared config,
+// instance or task role). With an Endpoint (e.g. http://127.0.0.1:5000 for a local
+// S3-compatible server) requests use path-style addressing (http://host/bucket/key), which
+// local servers need. It travels to the workers inside the DoFns; its String method redacts
+// the secret and session token.
 //
 // Beam Go's own s3 filesystem (beam/io/filesystem/s3) is not used for s3:// paths: it
 // builds its client from the worker's environment only, so neither an endpoint nor
 // credentials chosen when the pipeline is built can reach remote workers.
-type S3 struct {
-	// Region is the bucket's AWS region, e.g. "eu-west-1".
-	Region string
-	// Endpoint replaces the regional endpoint, e.g. http://127.0.0.1:5000 for a local
-	// S3-compatible server. With an endpoint, requests use path-style addressing
-	// (http://host/bucket/key), which local servers need.
-	Endpoint string
-	// Profile names a profile of the shared AWS config and credentials files.
-	Profile string
-	// AccessKeyID, SecretAccessKey and SessionToken are static credentials.
-	AccessKeyID     string
-	SecretAccessKey string
-	SessionToken    string
-	// RoleARN is a role to assume through STS, with RoleSessionName as its session name.
-	RoleARN         string
-	RoleSessionName string
-}
+type S3 awsconf.Settings
 
 // String describes the configuration with credentials redacted.
 func (c S3) String() string { return awsconf.Settings(c).String() }
