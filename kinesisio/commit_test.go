@@ -11,22 +11,33 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 )
 
-// Commit tokens reach the commit step in any order (a Reshuffle keeps none): within a
-// bundle the furthest position of a shard is written, and a late token of an old bundle
-// never moves the checkpoint back.
-func TestCommitStepWritesTheFurthestPositionAndNeverMovesBack(t *testing.T) {
-	dyn := startDynalite(t)
+// openCommitFixture starts dynalite, opens the checkpointer of a new table there and
+// acquires the lease of one shard, as a reader does before its commit tokens reach the
+// commit step. It returns dynalite's endpoint, the client and table configuration, the
+// checkpointer and the shard.
+func openCommitFixture(t *testing.T, table string) (dyn string, client clientConfig, spec checkpointSpec, cp *checkpointer, d shardDescriptor) {
+	t.Helper()
 	ctx := context.Background()
-	spec := checkpointSpec{Table: "positions", Endpoint: dyn, Owner: "beamkinesis-commit-test", LeaseDuration: defaultLeaseDuration}
-	client := clientConfig{Region: "us-east-1", AccessKeyID: "test", SecretAccessKey: "test", Endpoint: "http://127.0.0.1:1"}
+	dyn = startDynalite(t)
+	spec = checkpointSpec{Table: table, Endpoint: dyn, Owner: "beamkinesis-commit-test", LeaseDuration: defaultLeaseDuration}
+	client = clientConfig{Region: "us-east-1", AccessKeyID: "test", SecretAccessKey: "test", Endpoint: "http://127.0.0.1:1"}
 	cp, err := openCheckpointer(ctx, client, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := shardDescriptor{Stream: "s", ShardID: "shardId-000000000000", StartKind: startTrimHorizon}
+	d = shardDescriptor{Stream: "s", ShardID: "shardId-000000000000", StartKind: startTrimHorizon}
 	if _, _, err := cp.acquireAll(ctx, []shardDescriptor{d}); err != nil {
 		t.Fatal(err)
 	}
+	return dyn, client, spec, cp, d
+}
+
+// Commit tokens reach the commit step in any order (a Reshuffle keeps none): within a
+// bundle the furthest position of a shard is written, and a late token of an old bundle
+// never moves the checkpoint back.
+func TestCommitStepWritesTheFurthestPositionAndNeverMovesBack(t *testing.T) {
+	ctx := context.Background()
+	dyn, client, spec, _, d := openCommitFixture(t, "positions")
 	fn := &commitFn{Spec: commitSpec{Client: client, Checkpoint: spec}}
 	bundle := func(toks ...commitToken) leasetable.Lease {
 		t.Helper()
@@ -66,18 +77,8 @@ func TestCommitStepWritesTheFurthestPositionAndNeverMovesBack(t *testing.T) {
 // shard, instead of being dropped: the token may be the shard's SHARD_END, which its
 // children wait for. The runner's retry of the bundle delivers the token again and writes it.
 func TestAFailedCommitFailsTheBundleAndItsRetryWritesIt(t *testing.T) {
-	dyn := startDynalite(t)
 	ctx := context.Background()
-	spec := checkpointSpec{Table: "positions-failing", Endpoint: dyn, Owner: "beamkinesis-commit-test", LeaseDuration: defaultLeaseDuration}
-	client := clientConfig{Region: "us-east-1", AccessKeyID: "test", SecretAccessKey: "test", Endpoint: "http://127.0.0.1:1"}
-	cp, err := openCheckpointer(ctx, client, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := shardDescriptor{Stream: "s", ShardID: "shardId-000000000000", StartKind: startTrimHorizon}
-	if _, _, err := cp.acquireAll(ctx, []shardDescriptor{d}); err != nil {
-		t.Fatal(err)
-	}
+	dyn, client, spec, cp, d := openCommitFixture(t, "positions-failing")
 	fn := &commitFn{Spec: commitSpec{Client: client, Checkpoint: spec}, cp: cp}
 	end := commitToken{Stream: "s", ShardID: d.ShardID, Seq: leasetable.ShardEnd, Records: 3}
 	runBundle := func() error {
@@ -93,7 +94,7 @@ func TestAFailedCommitFailsTheBundleAndItsRetryWritesIt(t *testing.T) {
 	if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(spec.Table)}); err != nil {
 		t.Fatal(err)
 	}
-	err = runBundle()
+	err := runBundle()
 	if err == nil || !strings.Contains(err.Error(), spec.Table) || !strings.Contains(err.Error(), d.ShardID) {
 		t.Fatalf("FinishBundle: %v; want an error naming table %s and shard %s", err, spec.Table, d.ShardID)
 	}
