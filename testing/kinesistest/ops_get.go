@@ -271,8 +271,13 @@ func (s *Server) readShardLocked(r *request, st *stream, sh *shard, it shardIter
 	out := getRecordsOutput{}
 	bytes := 0
 	end := first
+	cutoff, hidden := s.readableCutoff(r.nowMs), false
 	for end < len(sh.records) && end-first < limit {
 		rec := &sh.records[end]
+		if rec.arrivalMs > cutoff {
+			hidden = true // not readable yet: the page ends caught up
+			break
+		}
 		// A page holds at least one record, however large.
 		if end > first && bytes+rec.size() > maxGetRecordsBytes {
 			break
@@ -299,7 +304,7 @@ func (s *Server) readShardLocked(r *request, st *stream, sh *shard, it shardIter
 	if end > first {
 		next.pos = sh.records[end-1].counter + 1
 	}
-	if end < len(sh.records) {
+	if end < len(sh.records) && !hidden {
 		// Never 0 while records wait: 0 means caught up, and readers act on it.
 		out.MillisBehindLatest = max(1, r.nowMs-sh.records[end].arrivalMs)
 	}

@@ -296,8 +296,13 @@ func (ss *subscriptionStream) next(nowMs int64) (ev subscribeEvent, size int, wa
 	sh.trimLocked(st.cutoffMsLocked(nowMs))
 	first := sh.indexAtLocked(ss.pos)
 	end := first
+	cutoff, hidden := s.readableCutoff(nowMs), false
 	for end < len(sh.records) && end-first < maxEventRecords {
 		rec := &sh.records[end]
+		if rec.arrivalMs > cutoff {
+			hidden = true // not readable yet
+			break
+		}
 		if end > first && size+rec.size() > maxEventBytes {
 			break
 		}
@@ -316,6 +321,14 @@ func (ss *subscriptionStream) next(nowMs int64) (ev subscribeEvent, size int, wa
 	}
 	if end > first {
 		ss.pos = sh.records[end-1].counter + 1
+	}
+	if hidden {
+		// Caught up as far as a reader can see; the event after the record becomes
+		// readable delivers it. The continuation stays before it.
+		cont := formatSeq(max(ss.pos-1, sh.startCounter), sh.num)
+		ev.ContinuationSequenceNumber = &cont
+		wait := time.Duration(sh.records[end].arrivalMs-cutoff) * time.Millisecond
+		return ev, size, readableIn(wait), nil
 	}
 	if end < len(sh.records) {
 		// Never 0 while records wait: 0 means caught up.

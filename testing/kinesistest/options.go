@@ -22,6 +22,7 @@ type config struct {
 	subLifetime     time.Duration
 	subHeartbeat    time.Duration
 	resubWindow     time.Duration
+	readDelay       time.Duration
 	tls             bool
 	tlsAddr         string
 	certFile        string
@@ -58,6 +59,9 @@ func (c *config) validate() error {
 	}
 	if c.resubWindow < 0 {
 		return fmt.Errorf("WithResubscribeWindow: window %v must not be negative", c.resubWindow)
+	}
+	if c.readDelay < 0 {
+		return fmt.Errorf("WithReadVisibilityDelay: delay %v must not be negative", c.readDelay)
 	}
 	if c.subHeartbeat <= 0 {
 		return fmt.Errorf("WithSubscriptionHeartbeat: interval %v must be positive", c.subHeartbeat)
@@ -161,6 +165,16 @@ func WithResubscribeWindow(d time.Duration) Option {
 // soon as the records are stored, whatever this says.
 func WithSubscriptionHeartbeat(d time.Duration) Option {
 	return func(c *config) { c.subHeartbeat = d }
+}
+
+// WithReadVisibilityDelay makes a stored record readable only d after its
+// arrival time, measured on the server clock: GetRecords and SubscribeToShard
+// stop before the first record that is not readable yet and answer as caught up
+// (MillisBehindLatest 0), as the service does during its put-to-get
+// propagation delay. A closed shard reports its children only once every record
+// is readable. The default, 0, makes a record readable as soon as it is stored.
+func WithReadVisibilityDelay(d time.Duration) Option {
+	return func(c *config) { c.readDelay = d }
 }
 
 // WithTLS makes the server listen on a second port, addr (host:port; "" for

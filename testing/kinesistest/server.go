@@ -46,12 +46,14 @@ type Server struct {
 	subLifetime   time.Duration
 	subHeartbeat  time.Duration
 	resubWindow   time.Duration
-	consumerMu    sync.Mutex
-	subs          map[*subscription]struct{}
-	subsChanged   chan struct{} // closed when a subscription opens or ends
-	subsClosed    bool          // set by Shutdown: no new subscriptions
-	subsWG        sync.WaitGroup
-	quit          chan struct{} // closed by Shutdown to end open subscriptions
+	// readDelay is how long after its arrival a record becomes readable.
+	readDelay   time.Duration
+	consumerMu  sync.Mutex
+	subs        map[*subscription]struct{}
+	subsChanged chan struct{} // closed when a subscription opens or ends
+	subsClosed  bool          // set by Shutdown: no new subscriptions
+	subsWG      sync.WaitGroup
+	quit        chan struct{} // closed by Shutdown to end open subscriptions
 
 	connMu   sync.Mutex
 	newConns map[net.Conn]struct{} // connections without a request in flight (new or idle)
@@ -91,6 +93,7 @@ func Start(opts ...Option) (*Server, error) {
 		subLifetime:     cfg.subLifetime,
 		subHeartbeat:    cfg.subHeartbeat,
 		resubWindow:     cfg.resubWindow,
+		readDelay:       cfg.readDelay,
 		subs:            make(map[*subscription]struct{}),
 		quit:            make(chan struct{}),
 		logger:          cfg.logger,

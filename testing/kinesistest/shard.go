@@ -2,8 +2,10 @@ package kinesistest
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"sync"
+	"time"
 )
 
 // record is one stored data record.
@@ -116,4 +118,21 @@ func (sh *shard) latestPosLocked() uint64 {
 		return sh.records[n-1].counter + 1
 	}
 	return sh.startCounter + 1
+}
+
+// readableCutoff is the latest arrival time of a record that a read at nowMs
+// may return: records that arrived later wait out WithReadVisibilityDelay.
+func (s *Server) readableCutoff(nowMs int64) int64 {
+	if s.readDelay <= 0 {
+		return math.MaxInt64
+	}
+	return nowMs - s.readDelay.Milliseconds()
+}
+
+// readableIn returns a channel closed after d of real time, when a record held
+// back by the read visibility delay becomes readable.
+func readableIn(d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	time.AfterFunc(max(d, time.Millisecond), func() { close(ch) })
+	return ch
 }

@@ -92,6 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		activation  = fs.Duration("consumer-activation-delay", 0, "how long registered consumers stay CREATING (and deregistered ones DELETING)")
 		lifetime    = fs.Duration("subscription-lifetime", 5*time.Minute, "how long a SubscribeToShard stream lasts")
 		heartbeat   = fs.Duration("subscription-heartbeat", time.Second, "interval of empty SubscribeToShard events while no records arrive")
+		readDelay   = fs.Duration("read-visibility-delay", 0, "how long after its arrival a record becomes readable (the service's put-to-get delay)")
 		tlsAddr     = fs.String("tls-addr", "", "also serve HTTPS (ALPN h2, http/1.1) on this host:port, with a self-signed certificate")
 		certFile    = fs.String("cert-file", "", "where --tls-addr writes its certificate, PEM (default: a temporary file)")
 		creds       = fs.String("credentials", "", "check SigV4 signatures and accept only these keys, as id:secret,...")
@@ -133,6 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		kinesistest.WithConsumerActivationDelay(*activation),
 		kinesistest.WithSubscriptionLifetime(*lifetime),
 		kinesistest.WithSubscriptionHeartbeat(*heartbeat),
+		kinesistest.WithReadVisibilityDelay(*readDelay),
 	}
 	if *limits {
 		opts = append(opts, kinesistest.WithLimits())
