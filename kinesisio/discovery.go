@@ -335,6 +335,10 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	if !rt.TryClaim(pollClaim{StartMs: pollStart, Listed: listed, ReadStartMs: readStart, EndTimeMs: endTime}) {
 		return sdf.StopProcessing(), rt.GetError()
 	}
+	if rest.ReadStartMs == 0 && endTime > 0 {
+		log.Infof(ctx, "kinesisio: reading stream %s: the records that arrived from %s to %s (WithMaxReadTime %v from this first shard listing, on this worker's clock)",
+			fn.Spec.Stream, formatMs(readStart), formatMs(endTime), fn.Spec.MaxReadTime)
+	}
 	eventTime := mtime.MinTimestamp
 	if rest.LastPollMs > 0 {
 		eventTime = mtime.FromMilliseconds(rest.LastPollMs)
@@ -421,6 +425,9 @@ func (fn *discoverBoundedFn) ProcessElement(ctx context.Context, _ []byte, emit 
 		shardsDiscovered.Inc(ctx, 1)
 		emit(d)
 	}
-	log.Infof(ctx, "kinesisio: reading %d shards of stream %s up to %s", len(shards), fn.Spec.Stream, time.UnixMilli(end).UTC().Format(time.RFC3339Nano))
+	log.Infof(ctx, "kinesisio: reading %d shards of stream %s up to %s", len(shards), fn.Spec.Stream, formatMs(end))
 	return nil
 }
+
+// formatMs formats a time in Unix milliseconds for logs.
+func formatMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }

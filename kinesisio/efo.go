@@ -578,7 +578,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			if sub.opened.After(at) {
 				at = sub.opened
 			}
-			if !rt.TryClaim(caughtUpClaim{AtMs: at.UnixMilli()}) {
+			if !rt.TryClaim(caughtUpClaim{AtMs: at.Add(-r.spec.PropagationDelay).UnixMilli()}) {
 				if err := rt.GetError(); err != nil {
 					return nil, err
 				}

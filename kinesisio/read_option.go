@@ -61,6 +61,7 @@ type readConfig struct {
 	deaggregate           bool
 	maxRecords            int64
 	maxReadTime           time.Duration
+	propagationDelay      time.Duration
 	consumerName          string
 	consumerARN           string
 	noSubscriptionReuse   bool
@@ -89,6 +90,7 @@ func defaultReadConfig() readConfig {
 		watermarkPolicy:       watermarkArrivalTime,
 		idleThreshold:         5 * time.Second,
 		deaggregate:           true,
+		propagationDelay:      defaultPropagationDelay,
 	}
 }
 
@@ -366,14 +368,42 @@ func WithMaxRecords(n int64) Option {
 
 // WithMaxReadTime ends the read once it has read every record that arrived within d of the
 // read's start: each shard stops at its first record that arrived later, or when it is caught
-// up past that time, and discovery stops looking for new shards. This makes a streaming Read
-// finish, with output that depends only on the records' arrival times.
+// up past that time (plus WithPropagationDelay), and discovery stops looking for new shards.
+// This makes a streaming Read finish, with output that depends only on the records' arrival
+// times.
+//
+// The read starts at the first successful shard listing on a worker, measured on that
+// worker's clock, and is logged there ("kinesisio: reading stream S: the records that arrived
+// from ... to ..."): not when Read is called or the job is submitted, which on Flink or
+// Dataflow can be minutes earlier. Arrival times are the service's clock, so clock skew
+// between the worker and Kinesis moves the window too. To read everything a producer wrote,
+// read with ReadBounded after the producer has finished, or give the window a margin.
 func WithMaxReadTime(d time.Duration) Option {
 	return Option{name: "WithMaxReadTime", dirs: dirRead, apply: func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("the read time %v must be positive", d)
 		}
 		c.read.maxReadTime = d
+		return nil
+	}}
+}
+
+// defaultPropagationDelay is WithPropagationDelay's default: several times the put-to-get
+// delay AWS gives for shared polling (about 200 ms) and enhanced fan-out (about 70 ms).
+const defaultPropagationDelay = time.Second
+
+// WithPropagationDelay sets how long Kinesis may take to make a stored record readable
+// (default 1s). A read with an end (ReadBounded, WithMaxReadTime) finishes a shard only on a
+// caught-up read sent at least d after the end, so that a record that arrived just before
+// the end, and was not readable yet when the shard first looked caught up, is still read.
+// Each shard of such a read runs d longer than its end; 0 ends it on the first caught-up
+// read after the end.
+func WithPropagationDelay(d time.Duration) Option {
+	return Option{name: "WithPropagationDelay", dirs: dirRead, apply: func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("the propagation delay %v must not be negative", d)
+		}
+		c.read.propagationDelay = d
 		return nil
 	}}
 }

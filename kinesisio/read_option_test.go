@@ -31,6 +31,7 @@ func TestReadOptionsRejectBadValuesNamingTheOption(t *testing.T) {
 		{WithIdleThreshold(0), []string{"WithIdleThreshold", "positive"}},
 		{WithMaxRecords(0), []string{"WithMaxRecords", "positive"}},
 		{WithMaxReadTime(0), []string{"WithMaxReadTime", "positive"}},
+		{WithPropagationDelay(-time.Second), []string{"WithPropagationDelay", "negative"}},
 		{WithCustomWatermarkPolicy(nil), []string{"WithCustomWatermarkPolicy", "nil"}},
 		{WithCustomWatermarkPolicy(unregisteredTimeFn{}), []string{"WithCustomWatermarkPolicy", "not registered", "beam.RegisterType"}},
 	}

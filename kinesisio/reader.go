@@ -53,6 +53,9 @@ type readSpec struct {
 	IdleThreshold        time.Duration
 	Deaggregate          bool
 	MaxRecords           int64
+	// PropagationDelay is how long a stored record may take to become readable: a caught-up
+	// read sent at t proves only that nothing that arrived before t minus it is unread.
+	PropagationDelay time.Duration
 	// ConsumerName or ConsumerARN, when set, make the reader subscribe with enhanced fan-out
 	// (efo.go) instead of polling. NoSubscriptionReuse closes each subscription at the end of
 	// its ProcessElement call instead of leaving it open for the next (for measurements).
@@ -79,6 +82,7 @@ func newReadSpec(stream string, cfg config) readSpec {
 		IdleThreshold:        cfg.read.idleThreshold,
 		Deaggregate:          cfg.read.deaggregate,
 		MaxRecords:           cfg.read.maxRecords,
+		PropagationDelay:     cfg.read.propagationDelay,
 		ConsumerName:         cfg.read.consumerName,
 		ConsumerARN:          cfg.read.consumerARN,
 		NoSubscriptionReuse:  cfg.read.noSubscriptionReuse,
@@ -300,7 +304,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 		}
 		st.iterator = aws.ToString(out.NextShardIterator)
 		if caughtUp {
-			if !rt.TryClaim(caughtUpClaim{AtMs: sent.UnixMilli()}) {
+			if !rt.TryClaim(caughtUpClaim{AtMs: sent.Add(-r.spec.PropagationDelay).UnixMilli()}) {
 				if err := rt.GetError(); err != nil {
 					return nil, err
 				}

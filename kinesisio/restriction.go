@@ -52,7 +52,7 @@ func (r shardRestriction) String() string {
 		s += fmt.Sprintf(" to %s/%d", r.EndSeq, r.EndSub)
 	}
 	if r.EndTimeMs > 0 {
-		s += " until arrival " + time.UnixMilli(r.EndTimeMs).UTC().Format(time.RFC3339Nano)
+		s += " until arrival " + formatMs(r.EndTimeMs)
 	}
 	if r.MaxRecords > 0 {
 		s += fmt.Sprintf(", %d of %d records read", r.Claimed, r.MaxRecords)
@@ -63,7 +63,7 @@ func (r shardRestriction) String() string {
 func (r shardRestriction) startString() string {
 	switch r.StartKind {
 	case startAtTimestamp:
-		return "AT_TIMESTAMP " + time.UnixMilli(r.StartTimeMs).UTC().Format(time.RFC3339Nano)
+		return "AT_TIMESTAMP " + formatMs(r.StartTimeMs)
 	case startAtSequence, startAfterSequence:
 		return startKindName(r.StartKind) + " " + r.StartSeq
 	case startAfterSubSequence:

@@ -30,9 +30,10 @@ type recordClaim struct {
 // shardEndClaim says the shard is closed and fully read; it finishes the restriction.
 type shardEndClaim struct{}
 
-// caughtUpClaim says a GetRecords call sent at AtMs returned everything up to the tip of the
-// shard. It finishes a restriction whose EndTimeMs is at or before AtMs; otherwise it only
-// records that nothing before AtMs is left unread.
+// caughtUpClaim says that every record that arrived before AtMs has been read: a caught-up
+// GetRecords call or event, less the time a stored record may take to become readable
+// (readSpec.PropagationDelay). It finishes a restriction whose EndTimeMs is at or before
+// AtMs; otherwise it only records that nothing before AtMs is left unread.
 type caughtUpClaim struct {
 	AtMs int64
 }
