@@ -159,7 +159,7 @@ func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam
 		if job.ended() {
 			return false, fmt.Errorf("flink job %s ended before the output held every message: %w", job.id, job.err)
 		}
-		l, err := newLedger(srv, "soak-out", produced, nil)
+		l, err := newLedger(srv, ledgerStreams{in: "soak-in", out: "soak-out"}, produced, nil)
 		return err == nil && l.lost == 0, err
 	})
 	if err != nil {

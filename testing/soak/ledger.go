@@ -12,15 +12,19 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
-// ledger is the account of a run: what was produced and what the output stream holds.
+// ledger is the account of a run: what the producer stored in the input stream and what
+// the output stream holds. Only a message stored in the input and missing from the output
+// is lost; one the producer gave up before storing it is counted apart.
 type ledger struct {
-	produced, delivered, lost, duplicates, orderViolations, unparsable int
-	latencies                                                          []time.Duration
-	missing                                                            []string
-	elapsed                                                            time.Duration
-	chaos                                                              string
-	memory                                                             memoryReport
-	counters                                                           map[string]int64
+	produced, stored, notStored, inputDuplicates             int
+	delivered, lost, duplicates, orderViolations, unparsable int
+	late                                                     int
+	latencies                                                []time.Duration
+	missing                                                  []string
+	elapsed                                                  time.Duration
+	chaos                                                    string
+	memory                                                   memoryReport
+	counters                                                 map[string]int64
 	// dupCauses counts the duplicates by what made them.
 	dupCauses map[string]int
 	// flink is what happened to the job on Flink; nil on other runners.
@@ -32,42 +36,64 @@ type ledger struct {
 // runner.
 const withinRun = "within one run (a PutRecords retried after a lost response, or a retried bundle)"
 
-// newLedger reads stream and accounts for every produced message. A duplicate's cause is
-// the latest of events (sorted by time) between the message's first copy and the
+// ledgerStreams names the streams a ledger reads. owedBefore, when set, is the earliest
+// time the read can have ended: every input record that arrived before it is owed to the
+// output, and one that arrived later is the harness's fault (the producer overran its hard
+// stop), counted as late.
+type ledgerStreams struct {
+	in, out    string
+	owedBefore time.Time
+}
+
+// newLedger reads both streams and accounts for every produced message. A duplicate's
+// cause is the latest of events (sorted by time) between the message's first copy and the
 // duplicate copy, or withinRun when there is none.
-func newLedger(srv *kinesistest.Server, stream string, produced []message, events []event) (*ledger, error) {
-	stored, err := srv.StreamRecords(stream)
+func newLedger(srv *kinesistest.Server, streams ledgerStreams, produced []message, events []event) (*ledger, error) {
+	l := &ledger{produced: len(produced), dupCauses: map[string]int{}}
+	input, err := srv.StreamRecords(streams.in)
+	if err != nil {
+		return nil, fmt.Errorf("reading the input stream: %w", err)
+	}
+	stored := map[string]bool{}
+	forEachMessage(input, func(m message, at time.Time, ok bool) {
+		switch {
+		case !ok:
+			l.unparsable++
+		case stored[m.ID]:
+			l.inputDuplicates++
+		default:
+			stored[m.ID] = true
+			if !streams.owedBefore.IsZero() && !at.Before(streams.owedBefore) {
+				l.late++
+			}
+		}
+	})
+	l.stored = len(stored)
+
+	output, err := srv.StreamRecords(streams.out)
 	if err != nil {
 		return nil, fmt.Errorf("reading the output stream: %w", err)
 	}
-	l := &ledger{produced: len(produced), dupCauses: map[string]int{}}
 	seen := map[string]int{}
 	copies := map[string][]time.Time{}
 	maxSeq := map[string]int{}
-	for _, r := range stored { // per shard, in sequence order; each key has one output shard
-		users, aggregated, err := kpl.Deaggregate(r.Data)
-		if err != nil || !aggregated {
-			users = []kpl.UserRecord{{PartitionKey: r.PartitionKey, Data: r.Data}}
+	forEachMessage(output, func(m message, at time.Time, ok bool) { // per shard, in sequence order; each key has one output shard
+		if !ok {
+			l.unparsable++
+			return
 		}
-		for _, u := range users {
-			var m message
-			if err := json.Unmarshal(u.Data, &m); err != nil || m.ID == "" {
-				l.unparsable++
-				continue
-			}
-			seen[m.ID]++
-			copies[m.ID] = append(copies[m.ID], r.ArrivalTime)
-			if seen[m.ID] > 1 {
-				l.duplicates++
-				continue
-			}
-			if m.Seq < maxSeq[m.Key] {
-				l.orderViolations++
-			}
-			maxSeq[m.Key] = max(maxSeq[m.Key], m.Seq)
-			l.latencies = append(l.latencies, r.ArrivalTime.Sub(time.UnixMilli(m.TMs)))
+		seen[m.ID]++
+		copies[m.ID] = append(copies[m.ID], at)
+		if seen[m.ID] > 1 {
+			l.duplicates++
+			return
 		}
-	}
+		if m.Seq < maxSeq[m.Key] {
+			l.orderViolations++
+		}
+		maxSeq[m.Key] = max(maxSeq[m.Key], m.Seq)
+		l.latencies = append(l.latencies, at.Sub(time.UnixMilli(m.TMs)))
+	})
 	for _, at := range copies {
 		if len(at) < 2 {
 			continue
@@ -78,7 +104,10 @@ func newLedger(srv *kinesistest.Server, stream string, produced []message, event
 		}
 	}
 	for _, m := range produced {
-		if seen[m.ID] == 0 {
+		switch {
+		case !stored[m.ID]:
+			l.notStored++
+		case seen[m.ID] == 0:
 			l.lost++
 			if len(l.missing) < 10 {
 				l.missing = append(l.missing, m.ID)
@@ -87,6 +116,22 @@ func newLedger(srv *kinesistest.Server, stream string, produced []message, event
 	}
 	l.delivered = len(seen)
 	return l, nil
+}
+
+// forEachMessage calls f with each producer message in records (deaggregating KPL
+// aggregates) and its record's arrival time; ok is false for data that is not one.
+func forEachMessage(records []kinesistest.StoredRecord, f func(m message, at time.Time, ok bool)) {
+	for _, r := range records {
+		users, aggregated, err := kpl.Deaggregate(r.Data)
+		if err != nil || !aggregated {
+			users = []kpl.UserRecord{{PartitionKey: r.PartitionKey, Data: r.Data}}
+		}
+		for _, u := range users {
+			var m message
+			err := json.Unmarshal(u.Data, &m)
+			f(m, r.ArrivalTime, err == nil && m.ID != "")
+		}
+	}
 }
 
 // print writes the ledger for people.
@@ -107,6 +152,11 @@ func (l *ledger) print(w io.Writer, efo bool) {
 	}
 	fmt.Fprintf(w, "soak ledger (%s, %v)\n", mode, l.elapsed.Round(time.Second))
 	fmt.Fprintf(w, "  produced         %d\n", l.produced)
+	fmt.Fprintf(w, "  stored           %d distinct in the input stream (%d stored twice by a resent PutRecords)\n", l.stored, l.inputDuplicates)
+	fmt.Fprintf(w, "  not stored       %d (the producer gave up at its hard stop; not owed by the read)\n", l.notStored)
+	if l.late > 0 {
+		fmt.Fprintf(w, "  late             %d stored after the read's earliest end (a harness error)\n", l.late)
+	}
 	fmt.Fprintf(w, "  delivered        %d distinct\n", l.delivered)
 	fmt.Fprintf(w, "  lost             %d", l.lost)
 	if len(l.missing) > 0 {

@@ -1,10 +1,18 @@
 // Command soak runs a streaming kinesis-to-kinesis job for a while against the project's
 // Kinesis server under a chaos schedule — resharding, throttling, 5xx, dropped connections,
 // expired iterators and, with enhanced fan-out, subscription resets — while a producer
-// writes numbered messages at a steady rate. At the end it reads the output stream and
-// prints a ledger: produced, delivered, lost, duplicated, per-key order, latency, the
-// connector's throttles and retries, and the process's memory over time. It exits 1 when
-// any message was lost.
+// writes numbered messages at a steady rate. At the end it reads both streams and prints a
+// ledger: produced, stored in the input, delivered, lost, duplicated, per-key order, latency,
+// the connector's throttles and retries, and the process's memory over time. It exits 1 when
+// any message was lost, and 2 on a harness error.
+//
+// Lost means stored in the input stream and never delivered: the ledger owes the output only
+// what the read promised. On Prism the read's window (WithMaxReadTime) is --duration plus
+// --read_tail from the read's start, which follows the producer's; the producer stops
+// starting batches at --duration and stops resending half the tail later (its hard stop), so
+// every record it stored arrived inside the window. Entries it gave up at the hard stop are
+// counted as "not stored"; an input record that arrived after the window's earliest end is a
+// harness error.
 //
 //	go run ./testing/soak                          # 10 minutes on Prism, polling
 //	go run ./testing/soak --duration=90s --efo     # what CI runs, with enhanced fan-out too
@@ -60,34 +68,40 @@ var (
 	expireRate  = flag.Float64("expire_rate", 0.01, "share of GetRecords calls answered with ExpiredIteratorException")
 	dropEvents  = flag.Float64("subscription_drop_rate", 0.02, "share of SubscribeToShard events before which the connection is reset (with --efo)")
 	seed        = flag.Int64("seed", 1, "seed of the fault injection")
+	readTail    = flag.Duration("read_tail", 5*time.Second, "on Prism, how much longer than --duration the read's window is; the producer stops resending half of it after its end, so every record it stored arrived inside the window")
+	endDelay    = flag.Duration("producer_end_delay", 0, "hold back the producer's last batch this long, as a producer slowed at its end (the harness's own test)")
 )
 
 func main() {
 	flag.Parse()
 	beam.Init()
-	lost, err := run(context.Background())
+	l, err := run(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(2)
 	}
-	if lost > 0 {
+	if l.late > 0 {
+		fmt.Fprintf(os.Stderr, "soak: %d input records arrived after the read's earliest end: the producer overran its hard stop, so the ledger cannot tell what the read owed\n", l.late)
+		os.Exit(2)
+	}
+	if l.lost > 0 {
 		os.Exit(1)
 	}
 }
 
-// run starts the server, the producer, the chaos and the job, and prints the ledger. It
-// returns how many messages were lost.
-func run(ctx context.Context) (int, error) {
+// run starts the server, the producer, the chaos and the job, prints the ledger and
+// returns it.
+func run(ctx context.Context) (*ledger, error) {
 	srv, err := kinesistest.Start()
 	if err != nil {
-		return 0, fmt.Errorf("starting the Kinesis server: %w", err)
+		return nil, fmt.Errorf("starting the Kinesis server: %w", err)
 	}
 	defer srv.Close()
 	if err := srv.CreateStream("soak-in", *shards); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := srv.CreateStream("soak-out", 2); err != nil {
-		return 0, err
+		return nil, err
 	}
 	mem := startMemorySampler(10 * time.Second)
 	var (
@@ -101,7 +115,8 @@ func run(ctx context.Context) (int, error) {
 	// load starts the producer and the chaos.
 	load := func() (*producer, time.Time) {
 		started = time.Now()
-		prod = startProducer(ctx, srv, "soak-in", *rate, *keys, *duration)
+		end := started.Add(*duration)
+		prod = startProducer(ctx, srv, "soak-in", *rate, *keys, producerTimes{end: end, hardStop: end.Add(*readTail / 2), lastDelay: *endDelay})
 		chaos = startChaos(srv, "soak-in", *reshardEach, *duration)
 		return prod, started
 	}
@@ -113,7 +128,7 @@ func run(ctx context.Context) (int, error) {
 			counters, events = onFlink.counters, onFlink.events
 		}
 		if prod == nil {
-			return 0, fmt.Errorf("running the job on Flink: %w", err)
+			return nil, fmt.Errorf("running the job on Flink: %w", err)
 		}
 	} else {
 		load()
@@ -126,20 +141,25 @@ func run(ctx context.Context) (int, error) {
 	chaos.stop()
 	produced := prod.wait()
 	if err != nil {
-		return 0, fmt.Errorf("running the job: %w", err)
+		return nil, fmt.Errorf("running the job: %w", err)
 	}
-	l, err := newLedger(srv, "soak-out", produced, events)
+	streams := ledgerStreams{in: "soak-in", out: "soak-out"}
+	if onFlink == nil {
+		// The read started after the producer, so it cannot have ended before this.
+		streams.owedBefore = started.Add(*duration + *readTail)
+	}
+	l, err := newLedger(srv, streams, produced, events)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	l.elapsed, l.chaos, l.memory, l.counters, l.flink = time.Since(started), chaos.summary(), mem.stop(), counters, onFlink
 	l.print(os.Stdout, *efo)
-	return l.lost, nil
+	return l, nil
 }
 
 // soakPipeline is the job: read the input stream from its start, and write each record
 // to the output stream under its own partition key. With ends, the read ends --duration
-// after it starts (on Flink the soak cancels the job instead).
+// plus --read_tail after it starts (on Flink the soak cancels the job instead).
 func soakPipeline(srv *kinesistest.Server, ends bool) *beam.Pipeline {
 	opts := []kinesisio.Option{
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion(kinesistest.Region), kinesisio.WithStaticCredentials("soak", "soak"),
@@ -147,7 +167,7 @@ func soakPipeline(srv *kinesistest.Server, ends bool) *beam.Pipeline {
 	}
 	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}, opts...)
 	if ends {
-		readOpts = append(readOpts, kinesisio.WithMaxReadTime(*duration))
+		readOpts = append(readOpts, kinesisio.WithMaxReadTime(*duration+*readTail))
 	}
 	if *efo {
 		readOpts = append(readOpts, kinesisio.WithEnhancedFanOut("soak"))

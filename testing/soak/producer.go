@@ -25,32 +25,50 @@ type message struct {
 }
 
 // producer writes one message per key per tick until its end, resending failed entries
-// before the key's next message, so that each key's messages arrive in sequence order.
+// before the key's next message, so that each key's messages arrive in sequence order. It
+// stops resending at its hard stop: an entry still unstored then is given up, and the ledger
+// reports it apart from what the connector lost, because a read with an end owes only the
+// records that arrived before that end.
 type producer struct {
 	done     chan struct{}
 	produced []message
 	retried  int
+	// givenUp counts the entries still unstored at the hard stop.
+	givenUp int
 }
 
-func startProducer(ctx context.Context, srv *kinesistest.Server, stream string, rate, keys int, d time.Duration) *producer {
+// producerTimes are a producer's clock: it starts a batch a tick until end, and sends nothing
+// at or after hardStop. lastDelay holds back the last batch's first attempt, as a producer
+// slowed at its end (--producer_end_delay).
+type producerTimes struct {
+	end, hardStop time.Time
+	lastDelay     time.Duration
+}
+
+func startProducer(ctx context.Context, srv *kinesistest.Server, stream string, rate, keys int, at producerTimes) *producer {
 	p := &producer{done: make(chan struct{})}
 	client := srv.Client()
 	tick := time.Duration(float64(time.Second) * float64(keys) / float64(rate))
 	go func() {
 		defer close(p.done)
-		end := time.Now().Add(d)
 		seq := make([]int, keys)
 		n := 0
 		t := time.NewTicker(tick)
 		defer t.Stop()
-		for time.Now().Before(end) {
+		for time.Now().Before(at.end) {
 			batch := make([]message, keys)
 			for k := range keys {
 				seq[k]++
 				batch[k] = message{ID: strconv.Itoa(n), Key: fmt.Sprintf("key-%02d", k), Seq: seq[k]}
 				n++
 			}
-			p.put(ctx, client, stream, batch)
+			if at.lastDelay > 0 && !time.Now().Add(tick).Before(at.end) {
+				select {
+				case <-time.After(min(at.lastDelay, time.Until(at.hardStop))):
+				case <-ctx.Done():
+				}
+			}
+			p.givenUp += p.put(ctx, client, stream, batch, at.hardStop)
 			p.produced = append(p.produced, batch...)
 			select {
 			case <-t.C:
@@ -62,13 +80,23 @@ func startProducer(ctx context.Context, srv *kinesistest.Server, stream string, 
 	return p
 }
 
-// put writes batch, resending what failed until every entry is stored.
-func (p *producer) put(ctx context.Context, client *kinesis.Client, stream string, batch []message) {
+// put writes batch, resending what failed until every entry is stored or hardStop comes.
+// It returns how many entries it gave up. A call cut short by hardStop may still have
+// stored its entries: the ledger takes what was stored from the stream itself.
+func (p *producer) put(ctx context.Context, client *kinesis.Client, stream string, batch []message, hardStop time.Time) int {
+	ctx, cancel := context.WithDeadline(ctx, hardStop)
+	defer cancel()
 	pending := batch
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt > 0 {
 			p.retried += len(pending)
-			time.Sleep(min(time.Duration(attempt)*20*time.Millisecond, time.Second)) // backoff between resends
+			select { // backoff between resends
+			case <-time.After(min(time.Duration(attempt)*20*time.Millisecond, time.Second)):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			return len(pending)
 		}
 		entries := make([]types.PutRecordsRequestEntry, len(pending))
 		now := time.Now().UnixMilli()
@@ -92,6 +120,7 @@ func (p *producer) put(ctx context.Context, client *kinesis.Client, stream strin
 		}
 		pending = failed
 	}
+	return 0
 }
 
 // wait waits for the producer to end and returns what it produced.
