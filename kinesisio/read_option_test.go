@@ -71,7 +71,7 @@ func TestReadOptionsSetTheSpec(t *testing.T) {
 		WithMaxRecordsPerFetch(7), WithMaxRecordsPerRead(500), WithIdleTimeBetweenReads(time.Millisecond),
 		WithPollInterval(2 * time.Second), WithDescribeShardInterval(4 * time.Second), WithIdleThreshold(time.Minute),
 		WithDeaggregation(false), WithMaxRecords(9), WithMaxReadTime(time.Hour), WithCustomWatermarkPolicy(&testTimeFn{Offset: 5}),
-		WithRegion("eu-west-1"),
+		WithRegion("eu-west-1"), WithPropagationDelay(3 * time.Second),
 	})
 	got := newReadSpec("orders", cfg)
 	want := readSpec{
@@ -79,7 +79,7 @@ func TestReadOptionsSetTheSpec(t *testing.T) {
 		FailOnDataLoss: false, MaxFetchTime: 3 * time.Second, MaxRecordsPerFetch: 7, MaxRecordsPerRead: 500,
 		IdleTimeBetweenReads: time.Millisecond, PollInterval: 2 * time.Second, WatermarkPolicy: watermarkCustom,
 		EventTimeFn:   eventTimeSpec{Type: "*github.com/beamkinesis/beamkinesis/kinesisio.testTimeFn", JSON: `{"Offset":5}`},
-		IdleThreshold: time.Minute, Deaggregate: false, MaxRecords: 9,
+		IdleThreshold: time.Minute, Deaggregate: false, MaxRecords: 9, PropagationDelay: 3 * time.Second,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("readSpec = %+v\nwant %+v", got, want)
