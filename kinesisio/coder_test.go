@@ -47,9 +47,21 @@ func internalValues() []any {
 
 // normalised is v as its coder gives it back: lists never nil.
 func normalised(v any) any {
-	if r, ok := v.(discoveryRestriction); ok && r.Shards == nil {
-		r.Shards = []string{}
-		return r
+	switch x := v.(type) {
+	case discoveryRestriction:
+		if x.Shards == nil {
+			x.Shards = []string{}
+		}
+		return x
+	case Record:
+		x.Data = orEmpty(x.Data)
+		return x
+	case Message:
+		x.Data = orEmpty(x.Data)
+		return x
+	case FailedMessage:
+		x.Data = orEmpty(x.Data)
+		return x
 	}
 	return v
 }
@@ -164,25 +176,26 @@ func TestReadSendsItsInternalValuesAsOpaqueBytes(t *testing.T) {
 // from the pipeline, and checks that Java encodes each back to the bytes the Go SDK wrote.
 func TestValuesSurviveAJavaRunner(t *testing.T) {
 	arrival := time.UnixMilli(1764600000123).UTC()
+	// User values as users build them: nil Data included, which Go's row coder alone writes
+	// as a null that Beam Java's RowCoder re-encodes without its null bit.
 	user := []any{
-		Record{StreamName: "s", ShardID: "shardId-000000000000", PartitionKey: "k", SequenceNumber: "1", ApproximateArrivalTimestamp: arrival, Data: orEmpty(nil)},
+		Record{StreamName: "s", ShardID: "shardId-000000000000", PartitionKey: "k", SequenceNumber: "1", ApproximateArrivalTimestamp: arrival},
+		Record{StreamName: "s", ShardID: "shardId-000000000000", PartitionKey: "k", SequenceNumber: "2", ApproximateArrivalTimestamp: arrival, Data: []byte{}},
 		Record{StreamName: "s", ShardID: "shardId-000000000001", PartitionKey: "k", ExplicitHashKey: "340282366920938463463374607431768211455",
 			SequenceNumber: "49590338271490256608559692538361571095921575989136588898", SubSequenceNumber: 3, ApproximateArrivalTimestamp: arrival, Data: []byte("payload"), Aggregated: true},
-		Message{PartitionKey: "k", Data: orEmpty(nil)},
+		Message{PartitionKey: "k"},
 		Message{PartitionKey: "k", ExplicitHashKey: "1", Data: []byte{0, 1, 2}},
-		FailedMessage{Message: Message{PartitionKey: "k", Data: orEmpty(nil)}, Reason: "why", ErrorCode: ErrorCodeInvalidMessage},
+		FailedMessage{Message: Message{PartitionKey: "k"}, Reason: "why", ErrorCode: ErrorCodeInvalidMessage},
 		FailedMessage{Message: Message{PartitionKey: "k", Data: []byte("x")}, Reason: "throttled", ErrorCode: "ProvisionedThroughputExceededException", Attempts: 4},
 	}
 	values := append(internalValues(), user...)
-	for i, c := range javacoder.Cross(t, values...) {
+	for _, c := range javacoder.Cross(t, values...) {
 		c.Check(t)
 		if c.Back == nil {
 			continue
 		}
-		if i < len(internalValues()) {
-			if want := normalised(c.Value); !reflect.DeepEqual(c.Back, want) {
-				t.Errorf("after Java, Go decodes %#v\nwant %#v", c.Back, want)
-			}
+		if want := normalised(c.Value); !reflect.DeepEqual(c.Back, want) {
+			t.Errorf("after Java, Go decodes %#v\nwant %#v", c.Back, want)
 		}
 	}
 }

@@ -31,9 +31,8 @@ type Message struct {
 	ExplicitHashKey string
 	// Data is the payload. Partition key plus data must fit in the stream's record size
 	// limit: 1 MiB unless raised with UpdateMaxRecordSize (up to 10 MiB), as Write reads it
-	// from DescribeStreamSummary's MaxRecordSizeInKiB. Empty data is allowed. A Message that
-	// crosses a Java runner (Flink, Dataflow) through a GroupByKey or Reshuffle before Write
-	// must hold an empty slice rather than nil (see Record); the helpers below never make nil.
+	// from DescribeStreamSummary's MaxRecordSizeInKiB. Empty data is allowed, nil or not: a
+	// nil Data crosses a Java runner (Flink, Dataflow) as an empty one (rowcoder.go).
 	Data []byte
 }
 

@@ -40,11 +40,8 @@ type Record struct {
 	Aggregated bool
 }
 
-// orEmpty returns b, or an empty slice when b is nil. Values of Record, Message and
-// FailedMessage cross runners under Beam's schema (row) coder, which writes a nil []byte as a
-// null field; Beam Java's RowCoder re-encodes that null without its null bit, so a Java runner
-// (Flink, Dataflow) that transcodes the value between stages hands the next stage misaligned
-// bytes. An empty slice encodes as a zero-length value, which every SDK reads back the same.
+// orEmpty returns b, or an empty slice when b is nil: the connector never emits a nil Data,
+// and the row coders of rowcoder.go write a nil Data as an empty one.
 func orEmpty(b []byte) []byte {
 	if b == nil {
 		return []byte{}
