@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 )
 
 // Environment variables that select the job server.
@@ -58,6 +61,9 @@ var suite struct {
 var pipelines = []string{"wordcount", "kinesis-to-kinesis", "kinesis-to-files"}
 
 func TestMain(m *testing.M) {
+	// The tests that build a pipeline here run its workers in this process (LOOPBACK).
+	flag.Parse()
+	beam.Init()
 	os.Exit(run(m))
 }
 
