@@ -18,7 +18,7 @@ import (
 var (
 	memEvery     = flag.Duration("memory_every", 10*time.Second, "how often to measure this process (live heap after a GC, goroutines, open sockets) and, with --server=process, the server")
 	memWarmUp    = flag.Duration("memory_warmup", 5*time.Minute, "the start of the run the heap slope leaves out: clients, caches and the runner's pools fill up then; the report gives the figures at its end and at the run's end")
-	memCSV       = flag.String("memory_csv", "", "write every sample to this CSV file")
+	memCSV       = flag.String("memory_csv", "", "write every sample to this CSV file, as it is taken")
 	heapProfiles = flag.String("heap_profiles", "", "write heap profiles (runtime/pprof, after a GC) to this directory at the end of the warm-up and at the end of the run")
 )
 
@@ -48,8 +48,19 @@ func startMemorySampler(srv service, every time.Duration) (*memorySampler, error
 		}
 	}
 	m := &memorySampler{srv: srv, stopCh: make(chan struct{}), done: make(chan struct{}), start: time.Now()}
+	var csv *os.File
+	if *memCSV != "" {
+		var err error
+		if csv, err = os.Create(*memCSV); err != nil {
+			return nil, fmt.Errorf("--memory_csv: %w", err)
+		}
+		fmt.Fprintln(csv, "seconds,heap_after_gc,rss,goroutines,sockets,server_heap_after_gc,server_rss,server_goroutines")
+	}
 	go func() {
 		defer close(m.done)
+		if csv != nil {
+			defer csv.Close()
+		}
 		t := time.NewTicker(every)
 		defer t.Stop()
 		profiled := false
@@ -58,6 +69,10 @@ func startMemorySampler(srv service, every time.Duration) (*memorySampler, error
 			m.mu.Lock()
 			m.samples = append(m.samples, s)
 			m.mu.Unlock()
+			if csv != nil { // written as it goes, so that a long run can be watched
+				fmt.Fprintf(csv, "%.0f,%d,%d,%d,%d,%d,%d,%d\n", s.at.Sub(m.start).Seconds(), s.heap, s.rss, s.goroutines, s.sockets,
+					s.server.HeapAfterGC, s.server.RSS, s.server.Goroutines)
+			}
 			if !profiled && s.at.Sub(m.start) >= *memWarmUp {
 				profiled = true
 				writeHeapProfile("warmup")
@@ -138,7 +153,8 @@ type memoryReport struct {
 	external                             bool
 }
 
-// stop ends the sampling (the last sample is the last one taken while the job ran), writes the profile and the CSV, and returns the report.
+// stop ends the sampling (the last sample is the last one taken while the job ran), writes
+// the last heap profile and returns the report.
 func (m *memorySampler) stop() memoryReport {
 	close(m.stopCh)
 	<-m.done
@@ -146,11 +162,6 @@ func (m *memorySampler) stop() memoryReport {
 		m.samples = append(m.samples, m.measure())
 	}
 	writeHeapProfile("end")
-	if *memCSV != "" {
-		if err := writeCSV(*memCSV, m.start, m.samples); err != nil {
-			fmt.Fprintf(os.Stderr, "soak: --memory_csv: %v\n", err)
-		}
-	}
 	r := memoryReport{samples: m.samples, last: &m.samples[len(m.samples)-1], external: m.samples[0].server.RSS > 0}
 	var after []sample
 	for i, s := range m.samples {
@@ -168,17 +179,6 @@ func (m *memorySampler) stop() memoryReport {
 	r.heapSlopePerHour = slope(after, func(s sample) uint64 { return s.heap })
 	r.serverSlopePerHour = slope(after, func(s sample) uint64 { return s.server.HeapAfterGC })
 	return r
-}
-
-// writeCSV writes the samples, one a line, with the seconds since start.
-func writeCSV(path string, start time.Time, samples []sample) error {
-	var b strings.Builder
-	b.WriteString("seconds,heap_after_gc,rss,goroutines,sockets,server_heap_after_gc,server_rss,server_goroutines\n")
-	for _, s := range samples {
-		fmt.Fprintf(&b, "%.0f,%d,%d,%d,%d,%d,%d,%d\n", s.at.Sub(start).Seconds(), s.heap, s.rss, s.goroutines, s.sockets,
-			s.server.HeapAfterGC, s.server.RSS, s.server.Goroutines)
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // slope is the least-squares slope of v over time, in units per hour; NaN for fewer than
