@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
@@ -83,5 +84,31 @@ func TestParseOutageNamesEveryOutage(t *testing.T) {
 	}
 	if _, err := kinesistest.ParseOutage("down"); err == nil {
 		t.Errorf("ParseOutage(down) gave no error")
+	}
+}
+
+// TestPutEntryFaultsCanBeLimitedToStreams throttles every entry written to one stream and
+// none written to another.
+func TestPutEntryFaultsCanBeLimitedToStreams(t *testing.T) {
+	srv, err := kinesistest.Start(kinesistest.WithFaults(kinesistest.Faults{PutEntryThrottleRate: 1, PutEntryStreams: []string{"out"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, s := range []string{"in", "out"} {
+		if err := srv.CreateStream(s, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := srv.Client(func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
+	entries := []types.PutRecordsRequestEntry{{PartitionKey: aws.String("a"), Data: []byte("1")}, {PartitionKey: aws.String("b"), Data: []byte("2")}}
+	for stream, wantFailed := range map[string]int32{"in": 0, "out": 2} {
+		out, err := client.PutRecords(context.Background(), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+		if err != nil {
+			t.Fatalf("PutRecords to %s: %v", stream, err)
+		}
+		if got := aws.ToInt32(out.FailedRecordCount); got != wantFailed {
+			t.Errorf("PutRecords to %s: %d entries failed, want %d", stream, got, wantFailed)
+		}
 	}
 }

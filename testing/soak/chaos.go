@@ -31,18 +31,7 @@ type chaos struct {
 
 func startChaos(srv service, stream string, every, d time.Duration) (*chaos, error) {
 	c := &chaos{srv: srv, stopCh: make(chan struct{}), done: make(chan struct{}), reshards: map[string]int{}}
-	err := srv.SetFaults(kinesistest.Faults{
-		Seed:                   *seed,
-		ServerErrorRate:        *faultRate,
-		DropConnectionRate:     *faultRate,
-		GetRecordsThrottleRate: *throttle,
-		PutEntryThrottleRate:   *throttle,
-		ExpiredIteratorRate:    *expireRate,
-		SubscriptionDropRate:   *dropEvents,
-		// The data plane and discovery; the resharding calls themselves are left alone.
-		Operations: []string{"GetRecords", "GetShardIterator", "PutRecords", "ListShards", "SubscribeToShard",
-			"DescribeStreamSummary", "DescribeStreamConsumer", "RegisterStreamConsumer"},
-	})
+	err := srv.SetFaults(chaosFaults())
 	if err != nil {
 		return nil, fmt.Errorf("setting the chaos's faults: %w", err)
 	}
@@ -167,4 +156,20 @@ func width(s types.Shard) *big.Int {
 	lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
 	hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
 	return new(big.Int).Sub(hi, lo)
+}
+
+// chaosFaults are the faults the flags ask for, on the data plane and discovery; the
+// resharding calls themselves are left alone.
+func chaosFaults() kinesistest.Faults {
+	return kinesistest.Faults{
+		Seed:                   *seed,
+		ServerErrorRate:        *faultRate,
+		DropConnectionRate:     *faultRate,
+		GetRecordsThrottleRate: *throttle,
+		PutEntryThrottleRate:   *throttle,
+		ExpiredIteratorRate:    *expireRate,
+		SubscriptionDropRate:   *dropEvents,
+		Operations: []string{"GetRecords", "GetShardIterator", "PutRecords", "ListShards", "SubscribeToShard",
+			"DescribeStreamSummary", "DescribeStreamConsumer", "RegisterStreamConsumer"},
+	}
 }

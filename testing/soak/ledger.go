@@ -193,7 +193,7 @@ func (l *ledger) print(w io.Writer, efo bool) {
 	var cs []string
 	for _, n := range names {
 		if strings.Contains(n, "throttle") || strings.Contains(n, "retries") || strings.Contains(n, "expired") || strings.Contains(n, "failed") ||
-			strings.Contains(n, "subscribe") || strings.Contains(n, "shards_discovered") {
+			strings.Contains(n, "subscribe") || strings.Contains(n, "shards_discovered") || strings.Contains(n, "unavailable") {
 			cs = append(cs, fmt.Sprintf("%s %d", n, l.counters[n]))
 		}
 	}

@@ -51,6 +51,9 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
+// dyn is the checkpoint table's DynamoDB with --checkpoint_table, else nil.
+var dyn *dynamo
+
 func init() {
 	register.Function1x1(toMessage)
 	register.Function2x0(countFailed)
@@ -72,6 +75,7 @@ var (
 	readTail    = flag.Duration("read_tail", 5*time.Second, "on Prism, how much longer than --duration the read's window is; the producer stops resending half of it after its end, so every record it stored arrived inside the window")
 	endDelay    = flag.Duration("producer_end_delay", 0, "hold back the producer's last batch this long, as a producer slowed at its end (the harness's own test)")
 	serverKind  = flag.String("server", "inprocess", "where the Kinesis server runs: inprocess, or process (testing/cmd/kinesis-server as a child process, so that this process's memory is the job's alone and the server's is reported apart)")
+	writeRetry  = flag.Int("write_retries", 20, "the write's WithRetries count (50 ms to 1 s apart, about 1 s each once backed off); with --outage, enough to cover it, or the write puts its messages on the failed output, which the ledger counts as lost")
 	serverBin   = flag.String("server_bin", "", "with --server=process: a kinesis-server binary to run (default: go build it)")
 )
 
@@ -108,6 +112,12 @@ func run(ctx context.Context) (*ledger, error) {
 	}
 	if err := srv.CreateStream("soak-out", 2); err != nil {
 		return nil, err
+	}
+	if *checkpointTable {
+		if dyn, err = startDynamo(); err != nil {
+			return nil, err
+		}
+		defer dyn.close() //nolint:errcheck // the ledger has read what it needs
 	}
 	mem, err := startMemorySampler(srv, *memEvery)
 	if err != nil {
@@ -185,18 +195,22 @@ func run(ctx context.Context) (*ledger, error) {
 func soakPipeline(srv service, ends bool) *beam.Pipeline {
 	opts := []kinesisio.Option{
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion(kinesistest.Region), kinesisio.WithStaticCredentials("soak", "soak"),
-		kinesisio.WithRetries(20, 50*time.Millisecond, time.Second),
 	}
-	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}, opts...)
+	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
+		kinesisio.WithRetries(20, 50*time.Millisecond, time.Second)}, opts...)
+	writeOpts := append([]kinesisio.Option{kinesisio.WithRetries(*writeRetry, 50*time.Millisecond, time.Second)}, opts...)
 	if ends {
 		readOpts = append(readOpts, kinesisio.WithMaxReadTime(*duration+*readTail))
 	}
 	if *efo {
 		readOpts = append(readOpts, kinesisio.WithEnhancedFanOut("soak"))
 	}
+	if dyn != nil {
+		readOpts = append(readOpts, kinesisio.WithCheckpointTable("soak"), kinesisio.WithCheckpointTableEndpoint(dyn.url()))
+	}
 	p, s := beam.NewPipelineWithRoot()
 	recs := kinesisio.Read(s, "soak-in", readOpts...)
-	failed := kinesisio.Write(s, "soak-out", beam.ParDo(s, toMessage, recs), opts...)
+	failed := kinesisio.Write(s, "soak-out", beam.ParDo(s, toMessage, recs), writeOpts...)
 	beam.ParDo0(s, countFailed, failed)
 	return p
 }

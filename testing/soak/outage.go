@@ -11,14 +11,18 @@ import (
 
 // The outage flags: Kinesis unreachable for a while in the middle of the run.
 var (
-	outageMode = flag.String("outage", "none", "an outage of the Kinesis server mid-run: none, refuse (it stops listening, then listens again on the same port) or unavailable (503 to every request)")
+	outageMode = flag.String("outage", "none", "an outage mid-run: none, refuse (the Kinesis server stops listening, then listens again on the same port), unavailable (503 to every request) write-throttle (every entry written to the output stream is throttled) or dynamodb (with --checkpoint_table: dynalite is stopped, then started again on the same data and port)")
 	outageAt   = flag.Duration("outage_at", 0, "when, from the producer's start, the outage begins (0: a third of --duration)")
 	outageFor  = flag.Duration("outage_for", 2*time.Minute, "how long the outage lasts")
 )
 
+// writeThrottle is the --outage that throttles every entry written to the job's output
+// stream (and none of the producer's), then puts the chaos's faults back.
+const writeThrottle = "write-throttle"
+
 // outage is one scheduled outage of the server.
 type outage struct {
-	mode       kinesistest.Outage
+	mode       string
 	done       chan struct{}
 	start, end time.Time
 	err        error
@@ -26,27 +30,44 @@ type outage struct {
 
 // startOutage schedules the outage the flags ask for, from started; nil when there is none.
 func startOutage(srv service, started time.Time) (*outage, error) {
-	mode, err := kinesistest.ParseOutage(*outageMode)
-	if err != nil {
-		return nil, fmt.Errorf("--outage: %w", err)
-	}
-	if mode == kinesistest.NoOutage {
+	var begin, end func() error
+	switch *outageMode {
+	case "none":
 		return nil, nil
+	case "dynamodb":
+		if dyn == nil {
+			return nil, fmt.Errorf("--outage=dynamodb needs --checkpoint_table")
+		}
+		begin, end = dyn.stop, dyn.start
+	case writeThrottle:
+		begin = func() error {
+			f := chaosFaults()
+			f.PutEntryThrottleRate, f.PutEntryStreams = 1, []string{"soak-out"}
+			return srv.SetFaults(f)
+		}
+		end = func() error { return srv.SetFaults(chaosFaults()) }
+	default:
+		mode, err := kinesistest.ParseOutage(*outageMode)
+		if err != nil {
+			return nil, fmt.Errorf("--outage: want none, %s or a server outage: %w", writeThrottle, err)
+		}
+		begin = func() error { return srv.SetOutage(mode) }
+		end = func() error { return srv.SetOutage(kinesistest.NoOutage) }
 	}
-	o := &outage{mode: mode, done: make(chan struct{})}
+	o := &outage{mode: *outageMode, done: make(chan struct{})}
 	at := started.Add(when(*outageAt, *duration/3))
 	go func() {
 		defer close(o.done)
 		time.Sleep(time.Until(at))
 		o.start = time.Now()
-		if o.err = srv.SetOutage(mode); o.err != nil {
+		if o.err = begin(); o.err != nil {
 			return
 		}
-		log.Printf("soak outage: the Kinesis server is in outage %q for %v", mode, *outageFor)
+		log.Printf("soak outage: %q begins, for %v", o.mode, *outageFor)
 		time.Sleep(*outageFor)
-		o.err = srv.SetOutage(kinesistest.NoOutage)
+		o.err = end()
 		o.end = time.Now()
-		log.Printf("soak outage: the Kinesis server serves again")
+		log.Printf("soak outage: %q ends; the Kinesis server serves again", o.mode)
 	}()
 	return o, nil
 }
