@@ -79,7 +79,7 @@ func TestReadOptionsSetTheSpec(t *testing.T) {
 		FailOnDataLoss: false, MaxFetchTime: 3 * time.Second, MaxRecordsPerFetch: 7, MaxRecordsPerRead: 500,
 		IdleTimeBetweenReads: time.Millisecond, PollInterval: 2 * time.Second, WatermarkPolicy: watermarkCustom,
 		EventTimeFn:   eventTimeSpec{Type: "*github.com/beamkinesis/beamkinesis/kinesisio.testTimeFn", JSON: `{"Offset":5}`},
-		IdleThreshold: time.Minute, Deaggregate: false, MaxRecords: 9,
+		IdleThreshold: time.Minute, Deaggregate: false, MaxRecords: 9, PropagationDelay: defaultPropagationDelay,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("readSpec = %+v\nwant %+v", got, want)
