@@ -137,6 +137,7 @@ func run(ctx context.Context) (*ledger, error) {
 		started = time.Now()
 		end := started.Add(*duration)
 		prod = startProducer(ctx, srv, "soak-in", *rate, *keys, producerTimes{end: end, hardStop: end.Add(*readTail / 2), lastDelay: *endDelay})
+		go func() { prod.wait(); mem.freeze() }() // the memory of the job under load, not of the drain and the ledger
 		var err error
 		if chaos, err = startChaos(srv, "soak-in", *reshardEach, *duration); err != nil {
 			return prod, started, err

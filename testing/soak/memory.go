@@ -33,12 +33,13 @@ type sample struct {
 
 // memorySampler measures the process every interval.
 type memorySampler struct {
-	srv     service
-	stopCh  chan struct{}
-	done    chan struct{}
-	mu      sync.Mutex
-	samples []sample
-	start   time.Time
+	srv      service
+	stopCh   chan struct{}
+	done     chan struct{}
+	mu       sync.Mutex
+	samples  []sample
+	start    time.Time
+	stopOnce sync.Once
 }
 
 func startMemorySampler(srv service, every time.Duration) (*memorySampler, error) {
@@ -46,6 +47,8 @@ func startMemorySampler(srv service, every time.Duration) (*memorySampler, error
 		if err := os.MkdirAll(*heapProfiles, 0o755); err != nil {
 			return nil, fmt.Errorf("--heap_profiles: %w", err)
 		}
+		// Fine enough to see a megabyte that grows (the default samples every 512 KiB).
+		runtime.MemProfileRate = 4096
 	}
 	m := &memorySampler{srv: srv, stopCh: make(chan struct{}), done: make(chan struct{}), start: time.Now()}
 	var csv *os.File
@@ -153,15 +156,22 @@ type memoryReport struct {
 	external                             bool
 }
 
-// stop ends the sampling (the last sample is the last one taken while the job ran), writes
-// the last heap profile and returns the report.
+// freeze ends the sampling and writes the last heap profile; the soak calls it when the
+// producer ends, before the drain and the ledger load both streams into this process.
+func (m *memorySampler) freeze() {
+	m.stopOnce.Do(func() {
+		close(m.stopCh)
+		<-m.done
+		writeHeapProfile("end")
+	})
+}
+
+// stop freezes the sampling if the producer's end has not, and returns the report.
 func (m *memorySampler) stop() memoryReport {
-	close(m.stopCh)
-	<-m.done
+	m.freeze()
 	if len(m.samples) == 0 {
 		m.samples = append(m.samples, m.measure())
 	}
-	writeHeapProfile("end")
 	r := memoryReport{samples: m.samples, last: &m.samples[len(m.samples)-1], external: m.samples[0].server.RSS > 0}
 	var after []sample
 	for i, s := range m.samples {
