@@ -31,6 +31,15 @@
 //	eval "$(testing/flink/flink.sh start | sed 's/^/export /')"
 //	go run ./testing/soak --runner=flink --duration=10m
 //	testing/flink/flink.sh stop
+//
+// --server=process runs the server as testing/cmd/kinesis-server in a child process, so
+// that the memory report (live heap after GC, goroutines, sockets every --memory_every) is
+// the job's alone, and the server's is reported apart. --outage takes the service away for
+// --outage_for in the middle of the run (outage.go); --checkpoint_table reads with a
+// checkpoint table on a dynalite of the soak's own (dynamo.go).
+//
+//	go run ./testing/soak --server=process --duration=30m --memory_csv=mem.csv --heap_profiles=prof
+//	go run ./testing/soak --server=process --duration=4m --outage=refuse --outage_at=1m --outage_for=2m --write_retries=200
 package main
 
 import (
