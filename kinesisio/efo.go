@@ -515,7 +515,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 			}
 			if failures > r.retry.Retries {
 				subscriptions.ended(st.shardKey, true) // the retried bundle starts afresh
-				return nil, fmt.Errorf("kinesisio: %d subscriptions to %v in a row ended without an event (last error: %v)", failures, d, serr)
+				return nil, noRideOut{fmt.Errorf("kinesisio: %d subscriptions to %v in a row ended without an event (last error: %v)", failures, d, serr)}
 			}
 			resubscribes.Inc(ctx, 1)
 			if serr != nil {

@@ -13,6 +13,7 @@ var (
 	readThrottles        = beam.NewCounter(metricsNamespace, "throttles")
 	readRetries          = beam.NewCounter(metricsNamespace, "retries")
 	expiredIterators     = beam.NewCounter(metricsNamespace, "expired_iterators")
+	readUnavailable      = beam.NewCounter(metricsNamespace, "unavailable")
 	aggregatesPassed     = beam.NewCounter(metricsNamespace, "aggregates_passed_through")
 	aggregatesOutOfRange = beam.NewCounter(metricsNamespace, "aggregates_outside_shard")
 	dataLossSkips        = beam.NewCounter(metricsNamespace, "data_loss_skips")

@@ -118,8 +118,9 @@ func TestReadWindowsFireWhileReadingWithAnIdleShard(t *testing.T) {
 }
 
 // TestReadWatermarkHoldsWhileTheStreamIsUnreadable drives the shard reader directly (not in
-// a pipeline): while every GetRecords fails with 5xx, the reader returns an error and the
-// watermark stays where it was; once reads succeed on the idle shard it advances.
+// a pipeline): while every GetRecords fails with 5xx, the unbounded reader asks to be
+// resumed once its retries run out (a bounded one fails), and the watermark stays where it
+// was; once reads succeed on the idle shard it advances.
 func TestReadWatermarkHoldsWhileTheStreamIsUnreadable(t *testing.T) {
 	const stream = "unreadable"
 	srv := startServer(t, stream, 1)
@@ -137,8 +138,12 @@ func TestReadWatermarkHoldsWhileTheStreamIsUnreadable(t *testing.T) {
 
 	srv.SetFaults(kinesistest.Faults{Seed: 1, ServerErrorRate: 1, Operations: []string{"GetRecords"}})
 	rt := sdf.NewLockRTracker(newShardTracker(initialRestriction(d, 0)))
-	if _, err := r.process(ctx, we, rt, d, emit); err == nil {
-		t.Fatalf("reading an unreadable stream returned no error")
+	if _, err := r.process(ctx, nil, rt, d, emit); err == nil {
+		t.Fatalf("a bounded read of an unreadable stream returned no error")
+	}
+	rt = sdf.NewLockRTracker(newShardTracker(initialRestriction(d, 0)))
+	if pc, err := r.process(ctx, we, rt, d, emit); err != nil || pc == nil || !pc.ShouldResume() {
+		t.Fatalf("an unbounded read of an unreadable stream = %v, %v; want a resume", pc, err)
 	}
 	if got := we.stateMs(); got != start {
 		t.Errorf("watermark moved from %d to %d while reads failed", start, got)

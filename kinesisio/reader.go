@@ -176,7 +176,34 @@ func (st *readState) spent() bool { return st.limit > 0 && st.emitted >= st.limi
 // process reads the shard d from the restriction in rt, emitting each user record after
 // claiming it. An unbounded reader (we != nil) returns after a bounded amount of work or when
 // caught up, asking to be resumed; a bounded one loops until its restriction is done.
+//
+// An unbounded reader rides out Kinesis being unreachable: a call whose retries
+// (WithRetries) ran out on throttling, 5xx or a connection error returns to the runner at
+// its last claimed position and is resumed later, with a warning and the unavailable
+// counter, instead of failing the bundle (on Prism that would end the job). Other errors,
+// and every error of a bounded read, fail the call.
 func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
+	cont, err := r.processOnce(ctx, we, rt, d, emit)
+	var final noRideOut
+	if err == nil || we == nil || backoff.Classify(err) == backoff.Fatal || errors.As(err, &final) || rt.GetError() != nil {
+		return cont, err
+	}
+	wait := r.retry.Max
+	readUnavailable.Inc(ctx, 1)
+	calls.notBefore(r.pacingKey(d), time.Now().Add(wait))
+	log.Warnf(ctx, "%v; Kinesis did not answer within the %d retries of WithRetries: reading %v again from its last position in %v", err, r.retry.Retries, d, wait)
+	return sdf.ResumeProcessingIn(wait), nil
+}
+
+// noRideOut is an error the unbounded reader fails on even when its text reads as a
+// transient one (the SDK classifies any error that mentions "connection reset" as
+// retryable): subscriptions that keep ending before their first event.
+type noRideOut struct{ error }
+
+func (e noRideOut) Unwrap() error { return e.error }
+
+// processOnce is process without riding out an unreachable Kinesis.
+func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
 	if r.spec.enhancedFanOut() {
 		return r.processEFO(ctx, we, rt, d, emit)
 	}

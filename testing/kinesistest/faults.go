@@ -3,6 +3,7 @@ package kinesistest
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -54,6 +55,10 @@ type Faults struct {
 	// Operations, when not empty, limits every fault to these operations
 	// ("PutRecords", "GetRecords", ...).
 	Operations []string
+	// PutEntryStreams, when not empty, limits PutEntryThrottleRate and
+	// PutEntryInternalFailureRate to entries written to these streams (by name),
+	// e.g. to throttle a job's output stream and not its input's producer.
+	PutEntryStreams []string
 }
 
 func (f Faults) validate() error {
@@ -145,11 +150,15 @@ func (in *injector) serverError() *apiError {
 	return errorf(codeServiceUnavailable, "Service unavailable (injected by kinesistest).")
 }
 
-// putEntryFault returns the per-entry error code to inject, or "". One draw
-// decides both rates so they do not interfere.
-func (in *injector) putEntryFault() string {
+// putEntryFault returns the per-entry error code to inject for an entry
+// written to stream, or "". One draw decides both rates so they do not
+// interfere.
+func (in *injector) putEntryFault(stream string) string {
 	throttle, internal := in.f.PutEntryThrottleRate, in.f.PutEntryInternalFailureRate
 	if throttle == 0 && internal == 0 {
+		return ""
+	}
+	if len(in.f.PutEntryStreams) > 0 && !slices.Contains(in.f.PutEntryStreams, stream) {
 		return ""
 	}
 	switch r := in.draw(); {

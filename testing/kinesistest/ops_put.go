@@ -79,7 +79,7 @@ func routeKey(st *stream, e *entryInput) (uint128, error) {
 func (st *stream) storeLocked(r *request, key uint128, e *entryInput) (sh *shard, seq, errCode string) {
 	sh = st.route(key)
 	if r.faults != nil {
-		if code := r.faults.putEntryFault(); code != "" {
+		if code := r.faults.putEntryFault(st.name); code != "" {
 			return sh, "", code
 		}
 	}

@@ -59,6 +59,9 @@ type Server struct {
 	newConns map[net.Conn]struct{} // connections without a request in flight (new or idle)
 	closing  bool
 
+	// outageMu guards outage and, while an outage replaces them, ln and http.
+	outageMu  sync.Mutex
+	outage    Outage
 	ln        net.Listener
 	http      *http.Server
 	url       string
@@ -165,7 +168,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.subsClosed = true
 		s.consumerMu.Unlock()
 		close(s.quit)
-		servers := []*http.Server{s.http}
+		s.outageMu.Lock()
+		plain, ln := s.http, s.ln
+		s.outageMu.Unlock()
+		servers := []*http.Server{plain}
 		if s.tls != nil {
 			servers = append(servers, s.tls.http)
 		}
@@ -175,7 +181,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		// Serve may not have taken the listener yet; free the port for sure.
-		s.ln.Close()
+		ln.Close()
 		if s.tls != nil {
 			s.tls.ln.Close()
 			s.tls.remove()
@@ -363,6 +369,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.Header.Get("X-Amz-Target")
 	op := strings.TrimPrefix(target, targetPrefix)
 	s.countCall(op)
+	if s.unavailable(w, reqID, op, c) {
+		return
+	}
 
 	in := s.faults.Load()
 	if !in.appliesTo(op) {

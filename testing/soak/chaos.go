@@ -20,7 +20,7 @@ import (
 // schedule: split the widest open shard, merge the two adjacent open shards with the
 // smallest combined range, UpdateShardCount by one, and again.
 type chaos struct {
-	srv    *kinesistest.Server
+	srv    service
 	stopCh chan struct{}
 	done   chan struct{}
 
@@ -29,20 +29,12 @@ type chaos struct {
 	refused  int
 }
 
-func startChaos(srv *kinesistest.Server, stream string, every, d time.Duration) *chaos {
+func startChaos(srv service, stream string, every, d time.Duration) (*chaos, error) {
 	c := &chaos{srv: srv, stopCh: make(chan struct{}), done: make(chan struct{}), reshards: map[string]int{}}
-	srv.SetFaults(kinesistest.Faults{
-		Seed:                   *seed,
-		ServerErrorRate:        *faultRate,
-		DropConnectionRate:     *faultRate,
-		GetRecordsThrottleRate: *throttle,
-		PutEntryThrottleRate:   *throttle,
-		ExpiredIteratorRate:    *expireRate,
-		SubscriptionDropRate:   *dropEvents,
-		// The data plane and discovery; the resharding calls themselves are left alone.
-		Operations: []string{"GetRecords", "GetShardIterator", "PutRecords", "ListShards", "SubscribeToShard",
-			"DescribeStreamSummary", "DescribeStreamConsumer", "RegisterStreamConsumer"},
-	})
+	err := srv.SetFaults(chaosFaults())
+	if err != nil {
+		return nil, fmt.Errorf("setting the chaos's faults: %w", err)
+	}
 	go func() {
 		defer close(c.done)
 		if every <= 0 {
@@ -64,7 +56,7 @@ func startChaos(srv *kinesistest.Server, stream string, every, d time.Duration) 
 			c.reshard(stream, i)
 		}
 	}()
-	return c
+	return c, nil
 }
 
 // reshard carries out step i of the schedule (its ListShards meets the faults too, and
@@ -126,10 +118,13 @@ func (c *chaos) refuse(what string, err error) {
 }
 
 // stop ends the schedule and the faults.
-func (c *chaos) stop() {
+func (c *chaos) stop() error {
 	close(c.stopCh)
 	<-c.done
-	c.srv.SetFaults(kinesistest.Faults{})
+	if err := c.srv.SetFaults(kinesistest.Faults{}); err != nil {
+		return fmt.Errorf("turning the faults off: %w", err)
+	}
+	return nil
 }
 
 // summary says what the chaos did.
@@ -161,4 +156,20 @@ func width(s types.Shard) *big.Int {
 	lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
 	hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
 	return new(big.Int).Sub(hi, lo)
+}
+
+// chaosFaults are the faults the flags ask for, on the data plane and discovery; the
+// resharding calls themselves are left alone.
+func chaosFaults() kinesistest.Faults {
+	return kinesistest.Faults{
+		Seed:                   *seed,
+		ServerErrorRate:        *faultRate,
+		DropConnectionRate:     *faultRate,
+		GetRecordsThrottleRate: *throttle,
+		PutEntryThrottleRate:   *throttle,
+		ExpiredIteratorRate:    *expireRate,
+		SubscriptionDropRate:   *dropEvents,
+		Operations: []string{"GetRecords", "GetShardIterator", "PutRecords", "ListShards", "SubscribeToShard",
+			"DescribeStreamSummary", "DescribeStreamConsumer", "RegisterStreamConsumer"},
+	}
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
 	"github.com/beamkinesis/beamkinesis/testing/flink/flinkrest"
-	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // The flags of --runner=flink. The defaults come from the lines testing/flink/flink.sh
@@ -83,7 +82,7 @@ func (j *flinkJob) wait(timeout time.Duration) error {
 // checkpointing on, kills a TaskManager and restarts the job from a savepoint on
 // schedule, waits after the producer's end until the output holds every message (or
 // --drain_timeout passes), and cancels the job.
-func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam.Pipeline, load func() (*producer, time.Time)) (_ *flinkReport, err error) {
+func runOnFlink(ctx context.Context, srv service, build func() *beam.Pipeline, load func() (*producer, time.Time, error)) (_ *flinkReport, err error) {
 	c := &flinkCluster{&flinkrest.Cluster{REST: *flinkREST, State: *flinkState, Script: *flinkScript}}
 	if c.REST == "" || c.State == "" {
 		return nil, errors.New("--runner=flink needs the standalone cluster: --flink_rest and --flink_cluster_state (or the BEAMKINESIS_FLINK_* lines testing/flink/flink.sh start prints, exported)")
@@ -124,7 +123,10 @@ func runOnFlink(ctx context.Context, srv *kinesistest.Server, build func() *beam
 	jobs = append(jobs, job)
 	rep.lines = append(rep.lines, fmt.Sprintf("job 1 %s submitted, running and checkpointing %v after the launch; parallelism %d, a checkpoint every %d ms; then the producer and the chaos start",
 		job.id, time.Since(launched).Round(time.Second), *jobopts.Parallelism, opts.CheckpointingInterval))
-	prod, started := load()
+	prod, started, err := load()
+	if err != nil {
+		return rep, err
+	}
 	var killedAt, restoredAt time.Time
 	for _, step := range plan {
 		if step.at < 0 || step.at >= *duration {

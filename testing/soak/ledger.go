@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,8 @@ type ledger struct {
 	dupCauses map[string]int
 	// flink is what happened to the job on Flink; nil on other runners.
 	flink *flinkReport
+	// outage is how the job came back after the outage; nil without one.
+	outage *outageReport
 }
 
 // withinRun is the cause of a duplicate whose copies were all written by one run of the
@@ -45,11 +48,16 @@ type ledgerStreams struct {
 	owedBefore time.Time
 }
 
+// recordSource reads what a stream holds.
+type recordSource interface {
+	StreamRecords(stream string) ([]kinesistest.StoredRecord, error)
+}
+
 // newLedger reads both streams and accounts for every produced message. A duplicate's
 // cause is the latest of events (sorted by time) between the message's first copy and the
 // duplicate copy, or withinRun when there is none.
-func newLedger(srv *kinesistest.Server, streams ledgerStreams, produced []message, events []event) (*ledger, error) {
-	l := &ledger{produced: len(produced), dupCauses: map[string]int{}}
+func newLedger(srv recordSource, streams ledgerStreams, produced int, events []event) (*ledger, error) {
+	l := &ledger{produced: produced, dupCauses: map[string]int{}}
 	input, err := srv.StreamRecords(streams.in)
 	if err != nil {
 		return nil, fmt.Errorf("reading the input stream: %w", err)
@@ -103,14 +111,15 @@ func newLedger(srv *kinesistest.Server, streams ledgerStreams, produced []messag
 			l.dupCauses[dupCause(events, at[0], dup)]++
 		}
 	}
-	for _, m := range produced {
+	for i := range produced {
+		id := strconv.Itoa(i)
 		switch {
-		case !stored[m.ID]:
+		case !stored[id]:
 			l.notStored++
-		case seen[m.ID] == 0:
+		case seen[id] == 0:
 			l.lost++
 			if len(l.missing) < 10 {
-				l.missing = append(l.missing, m.ID)
+				l.missing = append(l.missing, id)
 			}
 		}
 	}
@@ -184,12 +193,15 @@ func (l *ledger) print(w io.Writer, efo bool) {
 	var cs []string
 	for _, n := range names {
 		if strings.Contains(n, "throttle") || strings.Contains(n, "retries") || strings.Contains(n, "expired") || strings.Contains(n, "failed") ||
-			strings.Contains(n, "subscribe") || strings.Contains(n, "shards_discovered") {
+			strings.Contains(n, "subscribe") || strings.Contains(n, "shards_discovered") || strings.Contains(n, "unavailable") {
 			cs = append(cs, fmt.Sprintf("%s %d", n, l.counters[n]))
 		}
 	}
 	fmt.Fprintf(w, "  counters         %s\n", strings.Join(cs, ", "))
-	fmt.Fprintf(w, "  memory           %s (this process: the server, the producer and the SDK workers)\n", l.memory)
+	if l.outage != nil {
+		fmt.Fprintf(w, "  outage           %s\n", l.outage)
+	}
+	fmt.Fprintf(w, "  memory           %s\n", l.memory)
 	if l.flink != nil {
 		for _, line := range l.flink.lines {
 			fmt.Fprintf(w, "  flink            %s\n", line)

@@ -31,10 +31,20 @@
 //	eval "$(testing/flink/flink.sh start | sed 's/^/export /')"
 //	go run ./testing/soak --runner=flink --duration=10m
 //	testing/flink/flink.sh stop
+//
+// --server=process runs the server as testing/cmd/kinesis-server in a child process, so
+// that the memory report (live heap after GC, goroutines, sockets every --memory_every) is
+// the job's alone, and the server's is reported apart. --outage takes the service away for
+// --outage_for in the middle of the run (outage.go); --checkpoint_table reads with a
+// checkpoint table on a dynalite of the soak's own (dynamo.go).
+//
+//	go run ./testing/soak --server=process --duration=30m --memory_csv=mem.csv --heap_profiles=prof
+//	go run ./testing/soak --server=process --duration=4m --outage=refuse --outage_at=1m --outage_for=2m --write_retries=200
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -49,6 +59,9 @@ import (
 	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
+
+// dyn is the checkpoint table's DynamoDB with --checkpoint_table, else nil.
+var dyn *dynamo
 
 func init() {
 	register.Function1x1(toMessage)
@@ -70,6 +83,9 @@ var (
 	seed        = flag.Int64("seed", 1, "seed of the fault injection")
 	readTail    = flag.Duration("read_tail", 5*time.Second, "on Prism, how much longer than --duration the read's window is; the producer stops resending half of it after its end, so every record it stored arrived inside the window")
 	endDelay    = flag.Duration("producer_end_delay", 0, "hold back the producer's last batch this long, as a producer slowed at its end (the harness's own test)")
+	serverKind  = flag.String("server", "inprocess", "where the Kinesis server runs: inprocess, or process (testing/cmd/kinesis-server as a child process, so that this process's memory is the job's alone and the server's is reported apart)")
+	writeRetry  = flag.Int("write_retries", 20, "the write's WithRetries count (50 ms to 1 s apart, about 1 s each once backed off); with --outage, enough to cover it, or the write puts its messages on the failed output, which the ledger counts as lost")
+	serverBin   = flag.String("server_bin", "", "with --server=process: a kinesis-server binary to run (default: go build it)")
 )
 
 func main() {
@@ -78,6 +94,9 @@ func main() {
 	l, err := run(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
+		if l != nil && l.lost > 0 {
+			os.Exit(1)
+		}
 		os.Exit(2)
 	}
 	if l.late > 0 {
@@ -92,18 +111,27 @@ func main() {
 // run starts the server, the producer, the chaos and the job, prints the ledger and
 // returns it.
 func run(ctx context.Context) (*ledger, error) {
-	srv, err := kinesistest.Start()
+	srv, err := startService(ctx, *serverKind)
 	if err != nil {
-		return nil, fmt.Errorf("starting the Kinesis server: %w", err)
+		return nil, err
 	}
-	defer srv.Close()
+	defer srv.Close() //nolint:errcheck // the ledger has read what it needs
 	if err := srv.CreateStream("soak-in", *shards); err != nil {
 		return nil, err
 	}
 	if err := srv.CreateStream("soak-out", 2); err != nil {
 		return nil, err
 	}
-	mem := startMemorySampler(10 * time.Second)
+	if *checkpointTable {
+		if dyn, err = startDynamo(); err != nil {
+			return nil, err
+		}
+		defer dyn.close() //nolint:errcheck // the ledger has read what it needs
+	}
+	mem, err := startMemorySampler(srv, *memEvery)
+	if err != nil {
+		return nil, err
+	}
 	var (
 		started  time.Time
 		prod     *producer
@@ -111,14 +139,20 @@ func run(ctx context.Context) (*ledger, error) {
 		counters map[string]int64
 		events   []event
 		onFlink  *flinkReport
+		down     *outage
 	)
-	// load starts the producer and the chaos.
-	load := func() (*producer, time.Time) {
+	// load starts the producer, the chaos and the outage.
+	load := func() (*producer, time.Time, error) {
 		started = time.Now()
 		end := started.Add(*duration)
 		prod = startProducer(ctx, srv, "soak-in", *rate, *keys, producerTimes{end: end, hardStop: end.Add(*readTail / 2), lastDelay: *endDelay})
-		chaos = startChaos(srv, "soak-in", *reshardEach, *duration)
-		return prod, started
+		go func() { prod.wait(); mem.freeze() }() // the memory of the job under load, not of the drain and the ledger
+		var err error
+		if chaos, err = startChaos(srv, "soak-in", *reshardEach, *duration); err != nil {
+			return prod, started, err
+		}
+		down, err = startOutage(srv, started)
+		return prod, started, err
 	}
 	if flinkrunner.IsFlink(*runners.Runner) {
 		// The load starts once the job runs: a submission to Flink takes a while, and the
@@ -127,54 +161,66 @@ func run(ctx context.Context) (*ledger, error) {
 		if onFlink != nil {
 			counters, events = onFlink.counters, onFlink.events
 		}
-		if prod == nil {
+		if prod == nil || chaos == nil {
 			return nil, fmt.Errorf("running the job on Flink: %w", err)
 		}
 	} else {
-		load()
+		if _, _, err := load(); err != nil {
+			return nil, err
+		}
 		var res beam.PipelineResult
 		res, err = flinkrunner.Run(ctx, soakPipeline(srv, true))
 		if res != nil {
 			counters = jobCounters(res)
 		}
 	}
-	chaos.stop()
+	downReport := down.wait()
+	if cerr := chaos.stop(); cerr != nil && err == nil {
+		err = cerr
+	}
 	produced := prod.wait()
 	if err != nil {
-		return nil, fmt.Errorf("running the job: %w", err)
+		// The ledger still says what the failed job left undelivered.
+		fmt.Fprintf(os.Stderr, "soak: the job failed: %v\n", err)
+		err = fmt.Errorf("running the job: %w", err)
 	}
 	streams := ledgerStreams{in: "soak-in", out: "soak-out"}
 	if onFlink == nil {
 		// The read started after the producer, so it cannot have ended before this.
 		streams.owedBefore = started.Add(*duration + *readTail)
 	}
-	l, err := newLedger(srv, streams, produced, events)
-	if err != nil {
-		return nil, err
+	l, lerr := newLedger(srv, streams, produced, events)
+	if lerr != nil {
+		return nil, errors.Join(err, lerr)
 	}
 	l.elapsed, l.chaos, l.memory, l.counters, l.flink = time.Since(started), chaos.summary(), mem.stop(), counters, onFlink
+	l.outage = downReport.recovery(srv)
 	l.print(os.Stdout, *efo)
-	return l, nil
+	return l, err
 }
 
 // soakPipeline is the job: read the input stream from its start, and write each record
 // to the output stream under its own partition key. With ends, the read ends --duration
 // plus --read_tail after it starts (on Flink the soak cancels the job instead).
-func soakPipeline(srv *kinesistest.Server, ends bool) *beam.Pipeline {
+func soakPipeline(srv service, ends bool) *beam.Pipeline {
 	opts := []kinesisio.Option{
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion(kinesistest.Region), kinesisio.WithStaticCredentials("soak", "soak"),
-		kinesisio.WithRetries(20, 50*time.Millisecond, time.Second),
 	}
-	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}, opts...)
+	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
+		kinesisio.WithRetries(20, 50*time.Millisecond, time.Second)}, opts...)
+	writeOpts := append([]kinesisio.Option{kinesisio.WithRetries(*writeRetry, 50*time.Millisecond, time.Second)}, opts...)
 	if ends {
 		readOpts = append(readOpts, kinesisio.WithMaxReadTime(*duration+*readTail))
 	}
 	if *efo {
 		readOpts = append(readOpts, kinesisio.WithEnhancedFanOut("soak"))
 	}
+	if dyn != nil {
+		readOpts = append(readOpts, kinesisio.WithCheckpointTable("soak"), kinesisio.WithCheckpointTableEndpoint(dyn.url()))
+	}
 	p, s := beam.NewPipelineWithRoot()
 	recs := kinesisio.Read(s, "soak-in", readOpts...)
-	failed := kinesisio.Write(s, "soak-out", beam.ParDo(s, toMessage, recs), opts...)
+	failed := kinesisio.Write(s, "soak-out", beam.ParDo(s, toMessage, recs), writeOpts...)
 	beam.ParDo0(s, countFailed, failed)
 	return p
 }

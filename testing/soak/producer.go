@@ -11,12 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // message is what the producer writes: a unique id, its partition key, the key's sequence
-// number (1, 2, ... per key) and when it was sent.
+// number (1, 2, ... per key) and when it was sent. The n-th message (from 0) has id n, key
+// n mod keys, so the producer keeps only how many it made: its memory stays flat.
 type message struct {
 	ID  string `json:"id"`
 	Key string `json:"key"`
@@ -30,8 +29,9 @@ type message struct {
 // reports it apart from what the connector lost, because a read with an end owes only the
 // records that arrived before that end.
 type producer struct {
-	done     chan struct{}
-	produced []message
+	done chan struct{}
+	// produced is how many messages the producer made: ids 0 to produced-1.
+	produced int
 	retried  int
 	// givenUp counts the entries still unstored at the hard stop.
 	givenUp int
@@ -45,7 +45,7 @@ type producerTimes struct {
 	lastDelay     time.Duration
 }
 
-func startProducer(ctx context.Context, srv *kinesistest.Server, stream string, rate, keys int, at producerTimes) *producer {
+func startProducer(ctx context.Context, srv service, stream string, rate, keys int, at producerTimes) *producer {
 	p := &producer{done: make(chan struct{})}
 	client := srv.Client()
 	tick := time.Duration(float64(time.Second) * float64(keys) / float64(rate))
@@ -69,7 +69,7 @@ func startProducer(ctx context.Context, srv *kinesistest.Server, stream string, 
 				}
 			}
 			p.givenUp += p.put(ctx, client, stream, batch, at.hardStop)
-			p.produced = append(p.produced, batch...)
+			p.produced += len(batch)
 			select {
 			case <-t.C:
 			case <-ctx.Done():
@@ -123,8 +123,8 @@ func (p *producer) put(ctx context.Context, client *kinesis.Client, stream strin
 	return 0
 }
 
-// wait waits for the producer to end and returns what it produced.
-func (p *producer) wait() []message {
+// wait waits for the producer to end and returns how many messages it produced.
+func (p *producer) wait() int {
 	<-p.done
 	return p.produced
 }

@@ -7,7 +7,11 @@
 //	               [--iterator-ttl 5m] [--consumer-activation-delay 0s]
 //	               [--subscription-lifetime 5m] [--subscription-heartbeat 1s]
 //	               [--tls-addr 127.0.0.1:4568] [--cert-file cert.pem]
-//	               [--credentials id:secret,...] [--log] [fault flags]
+//	               [--credentials id:secret,...] [--log] [--admin-addr 127.0.0.1:4569]
+//	               [--outage none|refuse|unavailable] [fault flags]
+//
+// --admin-addr adds a plain-HTTP admin endpoint on its own port (see admin.go): a
+// stream's records, the faults, an outage of the Kinesis port, the server's memory.
 //
 // It prints the URL it listens on (and the TLS URL and certificate file, with
 // --tls-addr) and runs until SIGINT or SIGTERM, then stops gracefully. State
@@ -96,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tlsAddr     = fs.String("tls-addr", "", "also serve HTTPS (ALPN h2, http/1.1) on this host:port, with a self-signed certificate")
 		certFile    = fs.String("cert-file", "", "where --tls-addr writes its certificate, PEM (default: a temporary file)")
 		creds       = fs.String("credentials", "", "check SigV4 signatures and accept only these keys, as id:secret,...")
+		adminAddr   = fs.String("admin-addr", "", "also serve the admin endpoint (records, faults, outages, memory; see admin.go) on this host:port")
+		outage      = fs.String("outage", "none", "start in this outage: none, refuse (the Kinesis port refuses connections) or unavailable (503 to everything)")
 		faults      kinesistest.Faults
 		faultOps    = fs.String("fault-ops", "", "comma-separated operations the faults apply to (default: all)")
 	)
@@ -122,6 +128,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	keys, err := parseCredentials(*creds)
 	if err != nil {
 		return err
+	}
+	startOutage, err := kinesistest.ParseOutage(*outage)
+	if err != nil {
+		return fmt.Errorf("--outage: %w", err)
 	}
 	if *faultOps != "" {
 		faults.Operations = strings.Split(*faultOps, ",")
@@ -163,12 +173,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.Join(err, srv.Close())
 		}
 	}
+	if err := srv.SetOutage(startOutage); err != nil {
+		return errors.Join(err, srv.Close())
+	}
 	fmt.Fprintf(stdout, "kinesis-server listening on %s\n", srv.URL())
 	if srv.TLSURL() != "" {
 		fmt.Fprintf(stdout, "kinesis-server listening on %s (certificate %s)\n", srv.TLSURL(), srv.CertFile())
 	}
 	if keys != nil {
 		fmt.Fprintf(stdout, "kinesis-server checks SigV4 signatures for %d access keys\n", len(keys))
+	}
+
+	if *adminAddr != "" {
+		url, stop, err := startAdmin(*adminAddr, srv)
+		if err != nil {
+			return errors.Join(err, srv.Close())
+		}
+		defer stop() //nolint:errcheck // the process is ending
+		fmt.Fprintf(stdout, "kinesis-server admin on %s\n", url)
 	}
 
 	<-ctx.Done()
