@@ -54,10 +54,10 @@ type Commit struct {
 // the reader's spec, whose Cut After sets (the DoFn is serialised when the pipeline runs,
 // after the graph is built).
 type commitHandle struct {
-	tokens  beam.PCollection
-	spec    commitSpec
-	read  *readSpec
-	after bool
+	tokens beam.PCollection
+	spec   commitSpec
+	read   *readSpec
+	after  bool
 }
 
 // ReadWithCommit is Read for pipelines that keep records in runner state before their
