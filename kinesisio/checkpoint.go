@@ -258,6 +258,34 @@ func (c *checkpointer) commit(ctx context.Context, tok commitToken) error {
 	return nil
 }
 
+// prepareShardEnd writes SHARD_END as tok's shard's prepared checkpoint: the held commit
+// (held.go) got its SHARD_END token, so the runner committed the read to the shard's end,
+// and children may be read; the checkpoint itself moves once the sinks wrote the records.
+func (c *checkpointer) prepareShardEnd(ctx context.Context, tok commitToken) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	s := c.shard(tok.ShardID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost != nil {
+		return nil
+	}
+	if s.lease.ShardID == "" {
+		s.lease.ShardID = tok.ShardID
+	}
+	l, err := c.table.Prepare(ctx, s.lease, c.spec.Owner, leasetable.ShardEnd)
+	var lost *leasetable.LostError
+	switch {
+	case errors.As(err, &lost):
+		c.loseLocked(ctx, s, lost, tok.Stream)
+		return nil
+	case err != nil:
+		return fmt.Errorf("kinesisio: checkpoint table %s: marking shard %s of stream %s read to its end: %w", c.spec.Table, tok.ShardID, tok.Stream, err)
+	}
+	s.lease, s.written = l, time.Now()
+	return nil
+}
+
 // loseLocked records that another owner holds s's lease now, and says so. s.mu is held.
 func (c *checkpointer) loseLocked(ctx context.Context, s *shardLease, lost *leasetable.LostError, stream string) {
 	s.lost = lost
@@ -310,7 +338,9 @@ func (c *checkpointer) parentsPending(ctx context.Context, d shardDescriptor) (s
 		if err != nil {
 			return "", fmt.Errorf("kinesisio: checking the parents of %v in checkpoint table %s: %w", d, c.spec.Table, err)
 		}
-		if ok && l.Checkpoint != leasetable.ShardEnd {
+		// A parent this job read to its end, whose last positions wait for the sinks (a held
+		// commit prepares SHARD_END first), is done as far as its children go.
+		if ok && l.Checkpoint != leasetable.ShardEnd && (l.Pending != leasetable.ShardEnd || l.Owner != c.spec.Owner) {
 			return p, nil
 		}
 	}

@@ -1,6 +1,8 @@
 package kinesisio
 
 import (
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/wire"
+
 	"context"
 	"reflect"
 	"strings"
@@ -40,8 +42,8 @@ func internalValues() []any {
 			StartingHashKey: "0", EndingHashKey: "340282366920938463463374607431768211455", StartKind: startAtTimestamp, StartTimeMs: 1764599990000, EndTimeMs: -1},
 		shardDescriptor{Stream: "ünïcode-stream", ShardID: "shardId-000000000000", StartKind: startAfterSequence, StartSeq: "49590338271490256608559692538361571095921575989136588898"},
 		commitToken{},
-		commitToken{Stream: "orders", ShardID: "shardId-000000000003", Seq: "49590338271490256608559692538361571095921575989136588898", Sub: 9, Records: 500, EndMs: 1764600000123},
-		commitToken{Stream: "orders", ShardID: "shardId-000000000001", Seq: "SHARD_END"},
+		commitToken{Stream: "orders", ShardID: "shardId-000000000003", Seq: "49590338271490256608559692538361571095921575989136588898", Sub: 9, Records: 500, EndMs: 1764600000123, MaxEventMs: 1764600000100},
+		commitToken{Stream: "orders", ShardID: "shardId-000000000001", Seq: "SHARD_END", MaxEventMs: -9223372036854775},
 	}
 }
 
@@ -251,5 +253,22 @@ func TestReadEmitsEmptyDataAsEmptySlices(t *testing.T) {
 				t.Errorf("efo=%t: record %q has Data %#v (nil %t), want %d bytes, never nil", efo, rec.PartitionKey, rec.Data, rec.Data == nil, wantLen)
 			}
 		}
+	}
+}
+
+// TestCommitTokenDecodesTheFirstFormat: a token written before MaxEventMs existed (v1, in a
+// checkpoint or savepoint of an earlier release) decodes with its end as its event time.
+func TestCommitTokenDecodesTheFirstFormat(t *testing.T) {
+	w := wire.NewWriter(commitTokenV1)
+	for _, s := range []string{"orders", "shardId-000000000003", "4959"} {
+		w.String(s)
+	}
+	for _, n := range []int64{9, 500, 1764600000123} {
+		w.Int(n)
+	}
+	got, err := decodeCommitToken(w.Bytes())
+	want := commitToken{Stream: "orders", ShardID: "shardId-000000000003", Seq: "4959", Sub: 9, Records: 500, EndMs: 1764600000123, MaxEventMs: 1764600000123}
+	if err != nil || got != want {
+		t.Fatalf("decoding a v1 token = %+v, %v; want %+v", got, err, want)
 	}
 }

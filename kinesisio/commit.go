@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
@@ -41,31 +42,40 @@ func init() {
 
 // commitToken is the position one shard reader call reached: the last user record it
 // claimed (Seq, Sub), or SHARD_END. Records is how many user records the call claimed;
-// EndMs is when the call ended, for the commit lag.
+// EndMs is when the call ended, for the commit lag. MaxEventMs is the latest event time of
+// the records it covers that the call emitted (for a call that emitted none, the shard's
+// watermark): a held commit (held.go) writes the token once the windows up to it were
+// written.
 type commitToken struct {
-	Stream  string
-	ShardID string
-	Seq     string
-	Sub     int64
-	Records int64
-	EndMs   int64
+	Stream     string
+	ShardID    string
+	Seq        string
+	Sub        int64
+	Records    int64
+	EndMs      int64
+	MaxEventMs int64
 }
 
-const commitTokenV1 = 1
+// Format versions of the commit token: v2 added MaxEventMs.
+const (
+	commitTokenV1 = 1
+	commitTokenV2 = 2
+)
 
 func encodeCommitToken(t commitToken) []byte {
-	w := wire.NewWriter(commitTokenV1)
+	w := wire.NewWriter(commitTokenV2)
 	w.String(t.Stream)
 	w.String(t.ShardID)
 	w.String(t.Seq)
 	w.Int(t.Sub)
 	w.Int(t.Records)
 	w.Int(t.EndMs)
+	w.Int(t.MaxEventMs)
 	return w.Bytes()
 }
 
 func decodeCommitToken(b []byte) (commitToken, error) {
-	r := wire.NewReader("commit token", b, commitTokenV1)
+	r := wire.NewReader("commit token", b, commitTokenV1, commitTokenV2)
 	t := commitToken{
 		Stream:  r.String(),
 		ShardID: r.String(),
@@ -74,6 +84,9 @@ func decodeCommitToken(b []byte) (commitToken, error) {
 		Records: r.Int(),
 		EndMs:   r.Int(),
 	}
+	if t.MaxEventMs = t.EndMs; len(b) > 0 && b[0] == commitTokenV2 {
+		t.MaxEventMs = r.Int()
+	}
 	return t, r.Err()
 }
 
@@ -81,38 +94,101 @@ func (t commitToken) position() leasetable.Position {
 	return leasetable.Position{Seq: t.Seq, Sub: t.Sub}
 }
 
-// tokenOf is the commit token of the call that ran on rt, or false when the call claimed
-// nothing (and did not reach the shard's end).
-func tokenOf(rt *sdf.LockRTracker, d shardDescriptor) (commitToken, bool) {
+// tokenCutter makes the commit tokens of one reader call. A token's event time is the latest
+// event time of the records it covers (the shard's watermark for one that covers none): the
+// harness moves the reader's watermark estimator with every output's event time, tokens'
+// included (Beam v2.77.0 exec/emit.go:135), so a token stamped with the wall clock would
+// move the watermark past records not read yet, which windows then drop as late.
+//
+// Without a cut (a plain Read with a table) the call has one token, the position it reached. Without a cut (a plain Read with
+// a table) the call has one token, the position it reached. Under a held commit the reader
+// knows the windows of the sinks (Commit.After sets Cut in the read's spec), and a call that
+// emits records of two windows ends a token at the last record of each window: a restart
+// from the table then resumes a shard at a window's first record, so a deterministic sink
+// that rewrites the window rewrites all of it.
+type tokenCutter struct {
+	cut  windowCut
+	d    shardDescriptor
+	emit func(beam.EventTime, commitToken)
+
+	// seg is the window index of the segment being read; n its records, last the position
+	// of its last record and maxEv their latest event time.
+	seg, n, maxEv int64
+	last          recordPosition
+	// cutRecords counts the records covered by the tokens already emitted; prevMaxEv is the
+	// latest event time among them.
+	cutRecords, prevMaxEv int64
+	cuts                  int
+}
+
+func newTokenCutter(cut windowCut, d shardDescriptor, emit func(beam.EventTime, commitToken)) *tokenCutter {
+	return &tokenCutter{cut: cut, d: d, emit: emit}
+}
+
+// observe sees a record the call emits at et, before it is emitted.
+func (c *tokenCutter) observe(et beam.EventTime, r Record) {
+	ms := et.Milliseconds()
+	idx := c.cut.index(ms)
+	if c.n > 0 && idx != c.seg {
+		now := time.Now().UnixMilli()
+		tok := commitToken{Stream: c.d.Stream, ShardID: c.d.ShardID, Seq: c.last.Seq, Sub: c.last.Sub, Records: c.n, EndMs: now, MaxEventMs: c.maxEv}
+		c.emit(mtime.FromMilliseconds(tok.MaxEventMs), tok)
+		c.cutRecords += c.n
+		c.prevMaxEv, c.n, c.cuts = c.maxEv, 0, c.cuts+1
+	}
+	if c.n == 0 || ms > c.maxEv {
+		c.maxEv = ms
+	}
+	c.seg, c.n = idx, c.n+1
+	c.last = recordPosition{Seq: r.SequenceNumber, Sub: r.SubSequenceNumber}
+}
+
+// finish emits the token of the position the call reached on rt, unless a cut token already
+// covers it. idleMaxEv is the event time of a token that covers no record the call emitted:
+// the shard's watermark (a SHARD_END reached without records, or records the reader
+// dropped).
+func (c *tokenCutter) finish(rt *sdf.LockRTracker, idleMaxEv int64) {
 	t, ok := rt.Rt.(*shardTracker)
 	if !ok {
-		return commitToken{}, false
+		return
 	}
 	rt.Mu.Lock()
 	last, claimed, shardEnd := t.reached()
 	n := t.claimed
 	rt.Mu.Unlock()
-	tok := commitToken{Stream: d.Stream, ShardID: d.ShardID, Records: n, EndMs: time.Now().UnixMilli()}
+	now := time.Now().UnixMilli()
+	tok := commitToken{Stream: c.d.Stream, ShardID: c.d.ShardID, Records: n - c.cutRecords, EndMs: now}
 	switch {
 	case shardEnd:
 		tok.Seq = leasetable.ShardEnd
-	case claimed:
+	case claimed && (c.n > 0 || last.compare(c.last) > 0 || c.cuts == 0):
 		tok.Seq, tok.Sub = last.Seq, last.Sub
 	default:
-		return commitToken{}, false
-	}
-	return tok, true
-}
-
-// emitToken emits the call's commit token, when there is a table and the call reached a
-// position. Its event time is the end of the call: never behind the read's watermark.
-func emitToken(cp *checkpointer, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, commitToken)) {
-	if cp == nil {
 		return
 	}
-	if tok, ok := tokenOf(rt, d); ok {
-		emit(beam.EventTime(tok.EndMs), tok)
+	switch {
+	case c.n > 0:
+		tok.MaxEventMs = c.maxEv
+	case c.cuts > 0:
+		tok.MaxEventMs = max(c.prevMaxEv, idleMaxEv)
+	default:
+		tok.MaxEventMs = idleMaxEv
 	}
+	c.emit(mtime.FromMilliseconds(tok.MaxEventMs), tok)
+}
+
+// tokens returns the record emitter of a reader call and the cutter that makes its commit
+// tokens (it sees every record, for the tokens' event times), or emit itself and nil when
+// the read has no table.
+func tokens(cp *checkpointer, cut windowCut, d shardDescriptor, emit func(beam.EventTime, Record), emitCommit func(beam.EventTime, commitToken)) (func(beam.EventTime, Record), *tokenCutter) {
+	if cp == nil {
+		return emit, nil
+	}
+	c := newTokenCutter(cut, d, emitCommit)
+	return func(et beam.EventTime, r Record) {
+		c.observe(et, r)
+		emit(et, r)
+	}, c
 }
 
 // commitSpec is what commitFn needs: the Kinesis client's region and credentials (the

@@ -45,6 +45,22 @@ func ExampleRead() {
 	_ = p                          // run with beamx.Run(ctx, p); the read never ends by itself
 }
 
+// ExampleReadWithCommit keeps the stream's positions in a checkpoint table and writes them
+// only once the per-minute counts holding their records were written: a job that dies with
+// a minute's window open loses nothing when a new job starts on the table.
+func ExampleReadWithCommit() {
+	p, s := beam.NewPipelineWithRoot()
+	recs, commit := kinesisio.ReadWithCommit(s, "orders",
+		kinesisio.WithRegion("eu-west-1"),
+		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
+		kinesisio.WithCheckpointTable("orders-positions"),
+	)
+	perKey := beam.ParDo(s, dataKey, beam.WindowInto(s, window.NewFixedWindows(time.Minute), recs))
+	written := stats.SumPerKey(s, perKey) // in a real job: the sink's output
+	commit.After(s, written)
+	_ = p // run with beamx.Run(ctx, p)
+}
+
 // ExampleReadBounded reads every record a stream holds as a bounded PCollection, here from
 // an in-process test server.
 func ExampleReadBounded() {

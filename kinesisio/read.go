@@ -3,6 +3,7 @@ package kinesisio
 import (
 	"context"
 	"reflect"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
@@ -36,14 +37,7 @@ func init() {
 // WithStartingPosition (Latest by default) and never ends unless WithMaxReadTime is given.
 // Client options say how to reach Kinesis; a bad option panics.
 func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
-	s = s.Scope("kinesisio.Read")
-	validateStreamName("kinesisio.Read", stream)
-	cfg := buildConfig("kinesisio.Read", dirRead, opts)
-	regionFromStreamARN("kinesisio.Read", stream, &cfg)
-	shards := beam.ParDo(s, &discoverFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
-	shards = beam.Reshuffle(s, shards)
-	recs, tokens := beam.ParDo2(s, &readFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
-	commitPositions(s, cfg, tokens)
+	recs, _ := buildRead(s, "kinesisio.Read", stream, opts, false, false)
 	return recs
 }
 
@@ -53,15 +47,36 @@ func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 // up to the records that arrived before the read started, or WithMaxReadTime after it. It
 // stops earlier per shard with WithMaxRecords. It is the batch and backfill mode.
 func ReadBounded(s beam.Scope, stream string, opts ...Option) beam.PCollection {
-	s = s.Scope("kinesisio.ReadBounded")
-	validateStreamName("kinesisio.ReadBounded", stream)
-	cfg := buildConfig("kinesisio.ReadBounded", dirRead, opts)
-	regionFromStreamARN("kinesisio.ReadBounded", stream, &cfg)
-	shards := beam.ParDo(s, &discoverBoundedFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
-	shards = beam.Reshuffle(s, shards)
-	recs, tokens := beam.ParDo2(s, &readBoundedFn{shardFn{Spec: newReadSpec(stream, cfg)}}, shards)
-	commitPositions(s, cfg, tokens)
+	recs, _ := buildRead(s, "kinesisio.ReadBounded", stream, opts, true, false)
 	return recs
+}
+
+// buildRead builds a read named name: discovery, a Reshuffle and the shard readers. The
+// readers' commit tokens go to the commit step (commitPositions) or, for held, to the
+// returned handle (held.go).
+func buildRead(s beam.Scope, name, stream string, opts []Option, bounded, held bool) (beam.PCollection, *commitHandle) {
+	s = s.Scope(name)
+	validateStreamName(name, stream)
+	cfg := buildConfig(name, dirRead, opts)
+	regionFromStreamARN(name, stream, &cfg)
+	var shards, recs, tokens beam.PCollection
+	var spec *readSpec
+	if bounded {
+		shards = beam.ParDo(s, &discoverBoundedFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
+		fn := &readBoundedFn{shardFn{Spec: newReadSpec(stream, cfg)}}
+		recs, tokens = beam.ParDo2(s, fn, beam.Reshuffle(s, shards))
+		spec = &fn.Spec
+	} else {
+		shards = beam.ParDo(s, &discoverFn{Spec: newDiscoverySpec(stream, cfg)}, beam.Impulse(s))
+		fn := &readFn{shardFn{Spec: newReadSpec(stream, cfg)}}
+		recs, tokens = beam.ParDo2(s, fn, beam.Reshuffle(s, shards))
+		spec = &fn.Spec
+	}
+	if !held {
+		commitPositions(s, cfg, tokens)
+		return recs, nil
+	}
+	return recs, &commitHandle{tokens: tokens, spec: commitSpec{Client: cfg.client, Checkpoint: newCheckpointSpec(cfg)}, read: spec}
 }
 
 // commitPositions writes the readers' commit tokens to the checkpoint table, behind a
@@ -179,10 +194,11 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt
 	resumes := false
 	cp.callStarted(d)
 	defer func() { cp.callEnded(d, resumes) }()
-	cont, err := fn.reader.process(ctx, we, rt, d, emit)
+	emitRecord, cutter := tokens(cp, fn.Spec.Cut, d, emit, emitCommit)
+	cont, err := fn.reader.process(ctx, we, rt, d, emitRecord)
 	resumes = err == nil && cont != nil && cont.ShouldResume()
 	if err == nil {
-		emitToken(cp, rt, d, emitCommit)
+		cutter.finish(rt, we.stateMs())
 	}
 	return cont, err
 }
@@ -207,9 +223,10 @@ func (fn *readBoundedFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracke
 	}
 	cp.callStarted(d)
 	defer cp.callEnded(d, false)
-	_, err := fn.reader.process(ctx, nil, rt, d, emit)
+	emitRecord, cutter := tokens(cp, fn.Spec.Cut, d, emit, emitCommit)
+	_, err := fn.reader.process(ctx, nil, rt, d, emitRecord)
 	if err == nil {
-		emitToken(cp, rt, d, emitCommit)
+		cutter.finish(rt, time.Now().UnixMilli())
 	}
 	return err
 }

@@ -64,6 +64,9 @@ type readSpec struct {
 	NoSubscriptionReuse bool
 	// Checkpoint names the checkpoint table (checkpoint.go), if any.
 	Checkpoint checkpointSpec
+	// Cut is the windowing of the sinks a held commit waits for (held.go): the reader ends
+	// a commit token at the last record of each window. Zero: one token per call.
+	Cut windowCut
 }
 
 func newReadSpec(stream string, cfg config) readSpec {

@@ -188,7 +188,7 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 // build adds the pipeline to s and returns the paths of the event files and of the
 // dead-letter files it writes, two PCollection<string>.
 func (j job) build(s beam.Scope) (eventFiles, deadLetterFiles beam.PCollection) {
-	recs := pipeflags.Read(s, j.stream, j.bounded, j.opts)
+	recs, commit := pipeflags.ReadWithCommit(s, j.stream, j.bounded, j.opts)
 	recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
 	events, dead := decode.JSON(s, recs, reflect.TypeOf(Event{}), j.jsonOption)
 	eventsCfg := filesink.Config{Dir: j.eventsDir, Shards: j.shards, S3: j.s3}
@@ -198,6 +198,8 @@ func (j job) build(s beam.Scope) (eventFiles, deadLetterFiles beam.PCollection) 
 		eventFiles = filesink.Write(s.Scope("Events"), filesink.EncodeJSON(s, events), eventsCfg)
 	}
 	deadLetterFiles = filesink.Write(s.Scope("DeadLetters"), filesink.EncodeJSON(s, dead), filesink.Config{Dir: j.deadDir, S3: j.s3})
+	// With --checkpoint_table, a position is committed once both sinks wrote its window.
+	commit.After(s, eventFiles, deadLetterFiles)
 	return eventFiles, deadLetterFiles
 }
 

@@ -153,7 +153,7 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 // build adds the pipeline to s and returns the messages the write failed, a
 // PCollection<kinesisio.FailedMessage>, after logging and counting them.
 func (j job) build(s beam.Scope) beam.PCollection {
-	recs := pipeflags.Read(s, j.input, j.bounded, j.readOpts)
+	recs, commit := pipeflags.ReadWithCommit(s, j.input, j.bounded, j.readOpts)
 	var msgs beam.PCollection
 	switch j.transform {
 	case transformPassthrough:
@@ -171,6 +171,9 @@ func (j job) build(s beam.Scope) beam.PCollection {
 	}
 	failed := kinesisio.Write(s, j.output, msgs, j.writeOpts...)
 	report.Failures(s, metricsNamespace, failed)
+	// With --checkpoint_table, a position is committed once the write acknowledged its
+	// records: for count, once their window's counts were written.
+	commit.After(s, failed)
 	return failed
 }
 

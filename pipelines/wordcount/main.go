@@ -42,7 +42,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer j.stop()
 	p, s := beam.NewPipelineWithRoot()
-	beam.ParDo0(s, printTable, j.build(s))
+	j.buildPrinted(s)
 	if _, err := flinkrunner.Run(ctx, p); err != nil {
 		return fmt.Errorf("running the pipeline: %w", err)
 	}

@@ -24,7 +24,7 @@ import (
 
 func init() {
 	register.Function2x0(splitWords)
-	register.Function1x0(printTable)
+	register.Function1x1(printTable)
 	register.Function2x0(reportDeadLetter)
 	register.Emitter1[string]()
 }
@@ -128,14 +128,28 @@ func seedSample(ctx context.Context, srv *kinesistest.Server) error {
 // build adds the word count to s and returns its tables, a PCollection<string> with one
 // table per window: the global window when bounded, fixed windows of j.window otherwise.
 func (j job) build(s beam.Scope) beam.PCollection {
-	recs := pipeflags.Read(s, j.stream, j.bounded, j.opts)
+	tables, commit := j.tables(s)
+	commit.After(s, tables)
+	return tables
+}
+
+// buildPrinted adds the word count to s and prints its tables; with --checkpoint_table a
+// position is committed once the tables of its records were printed.
+func (j job) buildPrinted(s beam.Scope) {
+	tables, commit := j.tables(s)
+	commit.After(s, beam.ParDo(s, printTable, tables))
+}
+
+// tables adds the word count to s and returns its tables and the read's commit.
+func (j job) tables(s beam.Scope) (beam.PCollection, kinesisio.Commit) {
+	recs, commit := pipeflags.ReadWithCommit(s, j.stream, j.bounded, j.opts)
 	if !j.bounded {
 		recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
 	}
 	texts, dead := decode.String(s, recs)
 	beam.ParDo0(s, reportDeadLetter, dead)
 	words := beam.ParDo(s, splitWords, texts)
-	return count.Tables(s, count.PerWindow(s, words), "word")
+	return count.Tables(s, count.PerWindow(s, words), "word"), commit
 }
 
 // splitWords emits the words of text: maximal runs of letters, digits and inner
@@ -150,9 +164,11 @@ func splitWords(text string, emit func(string)) {
 	}
 }
 
-// printTable prints one window's table to standard output, as Spark's console sink does.
-func printTable(table string) {
+// printTable prints one window's table to standard output, as Spark's console sink does,
+// and outputs it: printed.
+func printTable(table string) string {
 	fmt.Print(table)
+	return table
 }
 
 var deadLetters = beam.NewCounter("pipelines.wordcount", "dead_letters")

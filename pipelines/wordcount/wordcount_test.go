@@ -173,7 +173,7 @@ func TestVetRunnerAcceptsBothModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		p, s := beam.NewPipelineWithRoot()
-		beam.ParDo0(s, printTable, j.build(s))
+		j.buildPrinted(s)
 		if _, err := beam.Run(context.Background(), "vet", p); err != nil {
 			t.Errorf("%q: vet runner: %v", args, err)
 		}

@@ -14,6 +14,10 @@
 #   testing/flink/cluster.sh stop         # stop the TaskManagers, then the JobManager
 #   testing/flink/cluster.sh kill-tm N    # kill -9 TaskManager N (1 or 2)
 #   testing/flink/cluster.sh start-tm N   # start TaskManager N again; wait until it registers
+#   testing/flink/cluster.sh kill-all     # kill -9 every TaskManager and the JobManager: the
+#                                         # cluster dies with its jobs (no HA)
+#   testing/flink/cluster.sh start-all    # start the JobManager and the TaskManagers again on
+#                                         # the config (and ports) of the last start
 #   testing/flink/cluster.sh status       # the REST API's cluster overview and TaskManagers
 #
 # Environment:
@@ -307,6 +311,43 @@ kill_tm() {
   log "killed TaskManager $1 (pid $pid, $(cat "$state/tm-$1.id"))"
 }
 
+# kill_all kills every TaskManager and then the JobManager with kill -9.
+kill_all() {
+  local f name pid
+  for f in "$state"/tm-*.pid "$state"/jobmanager.pid; do
+    [ -f "$f" ] || continue
+    name=$(basename "$f" .pid)
+    pid=$(cat "$f")
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done # the kernel reaps it at once
+    rm -f "$f"
+    log "killed $name (pid $pid)"
+  done
+}
+
+# start_all starts the JobManager and every TaskManager again with the config the last
+# start wrote, so the REST and RPC ports stay those the job server submits to.
+start_all() {
+  [ -f "$state/conf/flink-conf.yaml" ] || die "no cluster config in $state; run start first"
+  running jobmanager && die "the JobManager is running (pid $(cat "$state/jobmanager.pid"))"
+  local started=$SECONDS deadline n
+  launch jobmanager org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint \
+    "$(resource_params GET_JM_RESOURCE_PARAMS | sed -n 1p)"
+  deadline=$((SECONDS + timeout))
+  until rest overview >/dev/null 2>&1; do
+    running jobmanager || fail "$state/log/jobmanager.log" "the JobManager exited before its REST API answered"
+    [ "$SECONDS" -lt "$deadline" ] || fail "$state/log/jobmanager.log" "the JobManager's REST API did not answer within ${timeout}s"
+    sleep 0.2 # poll interval of the deadline loop above
+  done
+  for n in $(seq "$TASKMANAGERS"); do
+    launch_tm "$n"
+  done
+  for n in $(seq "$TASKMANAGERS"); do
+    await_tm "$n"
+  done
+  log "JobManager and $TASKMANAGERS TaskManagers up again after $((SECONDS - started))s"
+}
+
 status() {
   [ -f "$state/rest-port" ] || die "no cluster state in $state"
   rest overview && echo
@@ -319,6 +360,8 @@ case "${1:-}" in
   stop) stop ;;
   kill-tm) kill_tm "${2:-}" ;;
   start-tm) tm_number "${2:-}"; launch_tm "$2"; await_tm "$2"; log "TaskManager $2 registered as $(cat "$state/tm-$2.id")" ;;
+  kill-all) kill_all ;;
+  start-all) start_all ;;
   status) status ;;
-  *) die "usage: $0 fetch|start|stop|kill-tm N|start-tm N|status" ;;
+  *) die "usage: $0 fetch|start|stop|kill-tm N|start-tm N|kill-all|start-all|status" ;;
 esac

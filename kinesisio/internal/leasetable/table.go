@@ -46,6 +46,7 @@ const (
 	attrChildren       = "childShardIds"
 	attrStartingHash   = "startingHashKey"
 	attrEndingHash     = "endingHashKey"
+	attrPending        = "pendingCheckpoint"
 	tableActiveTimeout = 2 * time.Minute
 )
 
@@ -65,6 +66,10 @@ type Lease struct {
 	// StartingHashKey and EndingHashKey are the shard's hash key range (decimal).
 	StartingHashKey string
 	EndingHashKey   string
+	// Pending is KCL's pendingCheckpoint: a checkpoint prepared and not yet made. A job
+	// whose commits wait for its sinks writes ShardEnd here once a shard is read to its end
+	// (Prepare); readers of the table resume from Checkpoint, never from Pending.
+	Pending string
 }
 
 // Position is a checkpoint: a sequence number and sub-sequence number, or ShardEnd.
@@ -228,8 +233,9 @@ func (t *Table) Acquire(ctx context.Context, want Lease, owner string) (now Leas
 				return cur, nil, nil
 			}
 			l := cur
-			l.Owner, l.Counter, l.OwnerSwitches = owner, cur.Counter+1, cur.OwnerSwitches+1
-			err = t.update(ctx, cur, l, "SET #o = :o, #c = :c, #s = :s", map[string]types.AttributeValue{
+			// A checkpoint the previous owner prepared is its own, not the new owner's.
+			l.Owner, l.Counter, l.OwnerSwitches, l.Pending = owner, cur.Counter+1, cur.OwnerSwitches+1, ""
+			err = t.update(ctx, cur, l, "SET #o = :o, #c = :c, #s = :s REMOVE #p", map[string]types.AttributeValue{
 				":o": &types.AttributeValueMemberS{Value: owner},
 				":s": number(l.OwnerSwitches),
 			})
@@ -276,6 +282,10 @@ func (t *Table) Commit(ctx context.Context, known Lease, owner string, pos Posit
 				expr += ", #ch = :ch"
 				vals[":ch"] = &types.AttributeValueMemberSS{Value: children}
 			}
+			if pos.Seq == ShardEnd && cur.Pending != "" {
+				next.Pending = ""
+				expr += " REMOVE #p"
+			}
 			err := t.update(ctx, cur, next, expr, vals)
 			if err == nil {
 				return next, nil
@@ -298,13 +308,13 @@ func (t *Table) Commit(ctx context.Context, known Lease, owner string, pos Posit
 }
 
 // update writes expr to the lease if its counter and owner are still those of cur. expr may
-// use #k #n #c #o #s #ch for the attributes and must set #c to :c.
+// use #k #n #c #o #s #ch #p for the attributes and must set #c to :c.
 func (t *Table) update(ctx context.Context, cur, next Lease, expr string, vals map[string]types.AttributeValue) error {
 	vals[":c"] = number(next.Counter)
 	vals[":oldc"] = number(cur.Counter)
 	vals[":oldo"] = &types.AttributeValueMemberS{Value: cur.Owner}
 	names := map[string]string{"#c": attrCounter, "#o": attrOwner}
-	for ph, name := range map[string]string{"#k": attrCheckpoint, "#n": attrSub, "#s": attrOwnerSwitches, "#ch": attrChildren} {
+	for ph, name := range map[string]string{"#k": attrCheckpoint, "#n": attrSub, "#s": attrOwnerSwitches, "#ch": attrChildren, "#p": attrPending} {
 		if containsPlaceholder(expr, ph) {
 			names[ph] = name
 		}
@@ -363,6 +373,9 @@ func encode(l Lease) map[string]types.AttributeValue {
 	if len(l.Children) > 0 {
 		item[attrChildren] = &types.AttributeValueMemberSS{Value: l.Children}
 	}
+	if l.Pending != "" {
+		item[attrPending] = &types.AttributeValueMemberS{Value: l.Pending}
+	}
 	if l.StartingHashKey != "" && l.EndingHashKey != "" {
 		item[attrStartingHash] = &types.AttributeValueMemberS{Value: l.StartingHashKey}
 		item[attrEndingHash] = &types.AttributeValueMemberS{Value: l.EndingHashKey}
@@ -406,6 +419,7 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 	l.Children = set(attrChildren)
 	l.StartingHashKey = str(attrStartingHash)
 	l.EndingHashKey = str(attrEndingHash)
+	l.Pending = str(attrPending)
 	if l.ShardID == "" {
 		return l, errors.New("the item has no leaseKey string")
 	}

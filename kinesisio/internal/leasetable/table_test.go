@@ -206,3 +206,40 @@ func TestCompareOrdersSymbolicSequenceAndShardEnd(t *testing.T) {
 		t.Error("symbolic positions must compare equal")
 	}
 }
+
+// TestAPreparedShardEndStaysPendingUntilCommittedOrTakenOver: Prepare writes KCL's
+// pendingCheckpoint beside the checkpoint, which stays where it was; the SHARD_END commit
+// clears it, and so does another owner's take-over (the prepared end was the old owner's).
+func TestAPreparedShardEndStaysPendingUntilCommittedOrTakenOver(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *dynamodb.Client) {
+		ctx := context.Background()
+		tab := newTable(t, db)
+		for _, shard := range []string{"committed", "taken"} {
+			a, _, err := tab.Acquire(ctx, leasetable.Lease{ShardID: shard, Checkpoint: leasetable.TrimHorizon}, "job-a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, err = tab.Commit(ctx, a, "job-a", leasetable.Position{Seq: "10"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if a, err = tab.Prepare(ctx, a, "job-a", leasetable.ShardEnd); err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := tab.Get(ctx, shard)
+			if err != nil || got.Checkpoint != "10" || got.Pending != leasetable.ShardEnd || got.Counter != a.Counter {
+				t.Fatalf("prepared lease = %+v, %v; want checkpoint 10, pendingCheckpoint SHARD_END, counter %d", got, err, a.Counter)
+			}
+			if shard == "committed" {
+				if _, err := tab.Commit(ctx, a, "job-a", leasetable.Position{Seq: leasetable.ShardEnd}, nil); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, _, err := tab.Acquire(ctx, leasetable.Lease{ShardID: shard}, "job-b"); err != nil {
+				t.Fatal(err)
+			}
+			got, _, err = tab.Get(ctx, shard)
+			if err != nil || got.Pending != "" {
+				t.Errorf("%s: lease = %+v, %v; want no pendingCheckpoint", shard, got, err)
+			}
+		}
+	})
+}

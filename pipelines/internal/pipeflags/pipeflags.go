@@ -226,6 +226,16 @@ func Read(s beam.Scope, stream string, bounded bool, opts []kinesisio.Option) be
 	return kinesisio.Read(s, stream, opts...)
 }
 
+// ReadWithCommit is Read whose checkpoint-table commit (with --checkpoint_table) waits for
+// the pipeline's sinks: pass their outputs to the Commit's After, so that a restart from the
+// table after a job died without a savepoint reads again what its open windows held.
+func ReadWithCommit(s beam.Scope, stream string, bounded bool, opts []kinesisio.Option) (beam.PCollection, kinesisio.Commit) {
+	if bounded {
+		return kinesisio.ReadBoundedWithCommit(s, stream, opts...)
+	}
+	return kinesisio.ReadWithCommit(s, stream, opts...)
+}
+
 // OptionalBool is a boolean flag that knows whether it was given, so that its default can
 // depend on other flags.
 type OptionalBool struct {
