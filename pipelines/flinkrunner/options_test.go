@@ -26,8 +26,29 @@ func TestDefaultsTurnCheckpointingOnWithFinishedBundles(t *testing.T) {
 	want := map[string]*structpb.Value{
 		"beam:option:checkpointing_interval:v1":             structpb.NewNumberValue(10000),
 		"beam:option:finish_bundle_before_checkpointing:v1": structpb.NewBoolValue(true),
+		"beam:option:max_bundle_time_mills:v1":              structpb.NewNumberValue(100),
 	}
 	checkFields(t, got, want)
+}
+
+func TestAnExplicitBundleTimeWinsOverTheDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want *structpb.Value // nil: not sent
+	}{
+		{[]string{"--max_bundle_time_mills=1000"}, structpb.NewNumberValue(1000)},
+		{[]string{"--flink_option=max_bundle_time_mills=1000"}, structpb.NewNumberValue(1000)},
+		{[]string{"--flink_option=max_bundle_time_mills=20", "--max_bundle_time_mills=300"}, structpb.NewNumberValue(20)},
+		{[]string{"--max_bundle_time_mills=-1"}, nil},
+	} {
+		got, ok := parse(t, tc.args...).Fields()[URN("max_bundle_time_mills")]
+		switch {
+		case tc.want == nil && ok:
+			t.Errorf("%v sent max_bundle_time_mills %v, want it left to Beam's default", tc.args, got)
+		case tc.want != nil && (!ok || !proto.Equal(got, tc.want)):
+			t.Errorf("%v sent max_bundle_time_mills %v, want %v", tc.args, got, tc.want)
+		}
+	}
 }
 
 func TestEveryFlagBecomesItsTopLevelOption(t *testing.T) {
@@ -36,8 +57,8 @@ func TestEveryFlagBecomesItsTopLevelOption(t *testing.T) {
 		"--checkpoint_timeout_millis=60000", "--min_pause_between_checkpoints=500",
 		"--shutdown_sources_after_idle_ms=9223372036854775807",
 		"--savepoint_path=file:///tmp/savepoints/savepoint-1", "--allow_non_restored_state",
-		"--max_parallelism=128", "--externalized_checkpoints_enabled",
-		"--flink_option=max_bundle_time_mills=100", "--flink_option=object_reuse=true",
+		"--max_parallelism=128", "--externalized_checkpoints_enabled", "--max_bundle_time_mills=250",
+		"--flink_option=max_bundle_size=500", "--flink_option=object_reuse=true",
 		"--flink_option=checkpointing_mode=AT_LEAST_ONCE",
 	).Fields()
 	want := map[string]*structpb.Value{
@@ -51,7 +72,8 @@ func TestEveryFlagBecomesItsTopLevelOption(t *testing.T) {
 		"beam:option:max_parallelism:v1":                                 structpb.NewNumberValue(128),
 		"beam:option:externalized_checkpoints_enabled:v1":                structpb.NewBoolValue(true),
 		"beam:option:retain_externalized_checkpoints_on_cancellation:v1": structpb.NewBoolValue(true),
-		"beam:option:max_bundle_time_mills:v1":                           structpb.NewNumberValue(100),
+		"beam:option:max_bundle_time_mills:v1":                           structpb.NewNumberValue(250),
+		"beam:option:max_bundle_size:v1":                                 structpb.NewNumberValue(500),
 		"beam:option:object_reuse:v1":                                    structpb.NewBoolValue(true),
 		"beam:option:checkpointing_mode:v1":                              structpb.NewStringValue("AT_LEAST_ONCE"),
 	}
@@ -96,6 +118,7 @@ func TestApplyKeepsTheGoOptionsAndReplacesTopLevelKeys(t *testing.T) {
 		"beam:option:parallelism:v1":                        structpb.NewNumberValue(2),
 		"beam:option:checkpointing_interval:v1":             structpb.NewNumberValue(1000),
 		"beam:option:finish_bundle_before_checkpointing:v1": structpb.NewBoolValue(true),
+		"beam:option:max_bundle_time_mills:v1":              structpb.NewNumberValue(100),
 	}}
 	checkFields(t, opts.Fields, want.Fields)
 }
