@@ -30,7 +30,7 @@
 //	                                         savepoint needs the same value
 //	--externalized_checkpoints_enabled=false keep checkpoints when the job is cancelled
 //	--max_bundle_time_mills=100              ms before a streaming operator closes its bundle
-//	                                         (Beam's default is 1000); -1 leaves Beam's
+//	                                         (-1: Beam's default, 1000)
 //	--flink_option=name=value                any other FlinkPipelineOptions property, e.g.
 //	                                         --flink_option=max_bundle_size=500; it wins
 //	                                         over the flags above for the same property
@@ -90,9 +90,8 @@ type Options struct {
 	// closes it and its output moves on, in milliseconds.
 	MaxBundleTimeMills int64
 	// Extra holds any other FlinkPipelineOptions properties by their snake_case names, e.g.
-	// "max_bundle_size": "500"; an entry wins over the field above for the same property.
-	// Values that parse as a number or a bool are sent as
-	// one, anything else as a string.
+	// "max_bundle_size": "500"; an entry wins over the fields above for the same property.
+	// Values that parse as a number or a bool are sent as one, anything else as a string.
 	Extra map[string]string
 }
 
