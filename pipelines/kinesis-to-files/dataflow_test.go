@@ -21,12 +21,12 @@ func TestDataflowDryRun(t *testing.T) {
 	}{
 		{"streaming parquet", nil, dryrun.Want{
 			Type:            dryrun.Streaming,
-			Transforms:      []string{"kinesisio.Read", "decode.JSON", "Events/filesink.WriteParquet", "DeadLetters/filesink.Write"},
+			Transforms:      []string{"kinesisio.Read", "decode.JSONByShard", "Events/filesink.WriteParquetPerKey", "DeadLetters/filesink.WritePerKey"},
 			SplittableDoFns: []string{"kinesisio.Read/kinesisio.discoverFn", "kinesisio.Read/kinesisio.readFn"},
 		}},
 		{"bounded jsonl", []string{"--bounded", "--format=jsonl"}, dryrun.Want{
 			Type:            dryrun.Batch,
-			Transforms:      []string{"kinesisio.ReadBounded", "decode.JSON", "Events/filesink.Write", "DeadLetters/filesink.Write"},
+			Transforms:      []string{"kinesisio.ReadBounded", "decode.JSONByShard", "Events/filesink.WritePerKey", "DeadLetters/filesink.WritePerKey"},
 			SplittableDoFns: []string{"kinesisio.ReadBounded/kinesisio.readBoundedFn"},
 		}},
 	} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 func init() {
 	beam.RegisterType(reflect.TypeOf((*Event)(nil)).Elem())
 	register.Function1x0(printStaged)
+	register.Function1x3(deadLetterLine)
 }
 
 // Event is the schema of the staged records, the seed's
@@ -190,17 +192,29 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 func (j job) build(s beam.Scope) (eventFiles, deadLetterFiles beam.PCollection) {
 	recs, commit := pipeflags.ReadWithCommit(s, j.stream, j.bounded, j.opts)
 	recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
-	events, dead := decode.JSON(s, recs, reflect.TypeOf(Event{}), j.jsonOption)
+	// Files are per window and Kinesis shard: a restart from the table resumes each shard on
+	// its own at the first record of a window not written, and then rewrites that shard's
+	// files of the window with the same records, so each event is staged exactly once.
+	events, dead := decode.JSONByShard(s, recs, reflect.TypeOf(Event{}), j.jsonOption)
 	eventsCfg := filesink.Config{Dir: j.eventsDir, Shards: j.shards, S3: j.s3}
 	if j.format == formatParquet {
-		eventFiles = filesink.WriteParquet(s.Scope("Events"), events, filesink.ParquetConfig{Config: eventsCfg})
+		eventFiles = filesink.WriteParquetPerKey(s.Scope("Events"), events, filesink.ParquetConfig{Config: eventsCfg})
 	} else {
-		eventFiles = filesink.Write(s.Scope("Events"), filesink.EncodeJSON(s, events), eventsCfg)
+		eventFiles = filesink.WritePerKey(s.Scope("Events"), beam.ParDo(s, filesink.EncodeJSONValue, events), eventsCfg)
 	}
-	deadLetterFiles = filesink.Write(s.Scope("DeadLetters"), filesink.EncodeJSON(s, dead), filesink.Config{Dir: j.deadDir, S3: j.s3})
+	deadLetterFiles = filesink.WritePerKey(s.Scope("DeadLetters"), beam.ParDo(s, deadLetterLine, dead), filesink.Config{Dir: j.deadDir, S3: j.s3})
 	// With --checkpoint_table, a position is committed once both sinks wrote its window.
 	commit.After(s, eventFiles, deadLetterFiles)
 	return eventFiles, deadLetterFiles
+}
+
+// deadLetterLine is a dead letter's JSON line keyed by the shard of its record.
+func deadLetterLine(d decode.DeadLetter) (string, string, error) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return "", "", fmt.Errorf("encoding the dead letter of %s/%s: %w", d.Record.ShardID, d.Record.SequenceNumber, err)
+	}
+	return d.Record.ShardID, string(b), nil
 }
 
 // printStaged reports a file written.

@@ -57,11 +57,15 @@ var deadLetterErrors = map[string][2]string{
 	"\xff\xfe not text":           {decode.StageUTF8, "invalid UTF-8 at byte 0 of 11"},
 }
 
-// windowName is the name of the file of the one-minute window starting at start.
-func windowName(start time.Time, suffix string) string {
+// windowName is the name of the file of the one-minute window starting at start that holds
+// the records of shard.
+func windowName(start time.Time, shard, suffix string) string {
 	const layout = "20060102T150405.000Z"
-	return "part-" + start.UTC().Format(layout) + "-" + start.Add(time.Minute).UTC().Format(layout) + "-00000-of-00001" + suffix
+	return "part-" + start.UTC().Format(layout) + "-" + start.Add(time.Minute).UTC().Format(layout) + "-" + shard + "-00000-of-00001" + suffix
 }
+
+// embeddedShard is the shard the embedded records are put into (partition key "1").
+const embeddedShard = "shardId-000000000001"
 
 // twoMinuteSeed puts the embedded records into two minutes of clock's time: the first
 // four, then the others.
@@ -120,13 +124,13 @@ func TestStagesEventsAndDeadLettersPerWindow(t *testing.T) {
 
 			got := readTree(t, dir)
 			want := map[string]string{}
-			for path, lines := range expectedDeadLetters(t, j.srv) {
-				want["dead-letters/"+windowName(path, ".jsonl")] = lines
+			for name, lines := range expectedDeadLetters(t, j.srv) {
+				want["dead-letters/"+name] = lines
 			}
 			if parquet {
 				assertParquetEvents(t, filepath.Join(dir, "events"), map[string][]string{
-					windowName(t0, ".parquet"):                  wantEventRows[0],
-					windowName(t0.Add(time.Minute), ".parquet"): wantEventRows[1],
+					windowName(t0, embeddedShard, ".parquet"):                  wantEventRows[0],
+					windowName(t0.Add(time.Minute), embeddedShard, ".parquet"): wantEventRows[1],
 				})
 				for name := range got {
 					if strings.HasPrefix(name, "events/") {
@@ -134,8 +138,8 @@ func TestStagesEventsAndDeadLettersPerWindow(t *testing.T) {
 					}
 				}
 			} else {
-				want["events/"+windowName(t0, ".jsonl")] = strings.Join(wantEventLines[0], "\n") + "\n"
-				want["events/"+windowName(t0.Add(time.Minute), ".jsonl")] = strings.Join(wantEventLines[1], "\n") + "\n"
+				want["events/"+windowName(t0, embeddedShard, ".jsonl")] = strings.Join(wantEventLines[0], "\n") + "\n"
+				want["events/"+windowName(t0.Add(time.Minute), embeddedShard, ".jsonl")] = strings.Join(wantEventLines[1], "\n") + "\n"
 			}
 			if !maps.Equal(got, want) {
 				t.Errorf("staging directory holds\n%s\nwant\n%s", dump(got), dump(want))
@@ -181,15 +185,15 @@ func assertParquetEvents(t *testing.T, dir string, want map[string][]string) {
 	}
 }
 
-// expectedDeadLetters returns the dead-letter file content of each window start, built from
-// the records the server stored (their shards, sequence numbers and arrival times).
-func expectedDeadLetters(t *testing.T, srv *kinesistest.Server) map[time.Time]string {
+// expectedDeadLetters returns the content of each dead-letter file by name, built from the
+// records the server stored (their shards, sequence numbers and arrival times).
+func expectedDeadLetters(t *testing.T, srv *kinesistest.Server) map[string]string {
 	t.Helper()
 	stored, err := srv.StreamRecords(embeddedStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := map[time.Time][]string{}
+	lines := map[string][]string{}
 	for _, r := range stored {
 		e, ok := deadLetterErrors[string(r.Data)]
 		if !ok {
@@ -203,16 +207,16 @@ func expectedDeadLetters(t *testing.T, srv *kinesistest.Server) map[time.Time]st
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := r.ArrivalTime.Truncate(time.Minute)
-		lines[w] = append(lines[w], string(b))
+		name := windowName(r.ArrivalTime.Truncate(time.Minute), r.ShardID, ".jsonl")
+		lines[name] = append(lines[name], string(b))
 	}
-	out := map[time.Time]string{}
-	for w, ls := range lines {
+	out := map[string]string{}
+	for name, ls := range lines {
 		slices.Sort(ls)
-		out[w] = strings.Join(ls, "\n") + "\n"
+		out[name] = strings.Join(ls, "\n") + "\n"
 	}
 	if n := len(lines); n != 2 {
-		t.Fatalf("the dead letters span %d windows, want 2", n)
+		t.Fatalf("the dead letters span %d files (windows and shards), want 2", n)
 	}
 	return out
 }
@@ -312,7 +316,7 @@ func TestStagesToS3ReadBackByDuckDBAndPyArrow(t *testing.T) {
 	events, dead := j.build(s)
 	prefix := "s3://lake/kinesis_staging/iot-events/"
 	passert.Equals(s, beam.WindowInto(s, window.NewGlobalWindows(), events),
-		prefix+"events/"+windowName(t0, ".parquet"), prefix+"events/"+windowName(t0.Add(time.Minute), ".parquet"))
+		prefix+"events/"+windowName(t0, embeddedShard, ".parquet"), prefix+"events/"+windowName(t0.Add(time.Minute), embeddedShard, ".parquet"))
 	passert.Count(s, beam.WindowInto(s, window.NewGlobalWindows(), dead), "dead-letter files", 2)
 	ptest.RunAndValidate(t, p)
 
@@ -320,12 +324,12 @@ func TestStagesToS3ReadBackByDuckDBAndPyArrow(t *testing.T) {
 	keys := components.DownloadS3T(t, moto.Endpoint, "lake", "", local)
 	staged := filepath.Join(local, "kinesis_staging", "iot-events")
 	want := map[string]string{}
-	for w, lines := range expectedDeadLetters(t, j.srv) {
-		want["dead-letters/"+windowName(w, ".jsonl")] = lines
+	for name, lines := range expectedDeadLetters(t, j.srv) {
+		want["dead-letters/"+name] = lines
 	}
 	wantKeys := []string{
-		"kinesis_staging/iot-events/events/" + windowName(t0, ".parquet"),
-		"kinesis_staging/iot-events/events/" + windowName(t0.Add(time.Minute), ".parquet"),
+		"kinesis_staging/iot-events/events/" + windowName(t0, embeddedShard, ".parquet"),
+		"kinesis_staging/iot-events/events/" + windowName(t0.Add(time.Minute), embeddedShard, ".parquet"),
 	}
 	for name := range want {
 		wantKeys = append(wantKeys, "kinesis_staging/iot-events/"+name)
@@ -335,8 +339,8 @@ func TestStagesToS3ReadBackByDuckDBAndPyArrow(t *testing.T) {
 		t.Fatalf("bucket holds %q, want %q", keys, wantKeys)
 	}
 	assertParquetEvents(t, filepath.Join(staged, "events"), map[string][]string{
-		windowName(t0, ".parquet"):                  wantEventRows[0],
-		windowName(t0.Add(time.Minute), ".parquet"): wantEventRows[1],
+		windowName(t0, embeddedShard, ".parquet"):                  wantEventRows[0],
+		windowName(t0.Add(time.Minute), embeddedShard, ".parquet"): wantEventRows[1],
 	})
 	// pyarrow reads the same events straight from S3 with its own client.
 	tab := components.PyArrowS3T(t, moto.Endpoint, "lake/kinesis_staging/iot-events/events")
@@ -420,19 +424,25 @@ func TestStreamingAcrossAShardSplitStagesEveryEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	shards := map[string]bool{}
+	shardOf := map[string]string{} // by partition key, the event's id
 	for _, r := range stored {
 		shards[r.ShardID] = true
+		shardOf[r.PartitionKey] = r.ShardID
 	}
 	if len(shards) < 4 || !shards["shardId-000000000000"] || !shards["shardId-000000000001"] {
 		t.Fatalf("events landed in shards %v; the test needs both parents and children to hold some", slices.Sorted(maps.Keys(shards)))
 	}
+	// Each window's events are in one file per shard they were read from.
 	want := map[string][]string{}
 	for minute := range 2 {
-		name := windowName(t0.Add(time.Duration(minute)*time.Minute), ".parquet")
 		for i := range perMinute {
-			want[name] = append(want[name], fmt.Sprintf("m%d-%02d %d %q", minute, i, i, fmt.Sprint(minute)))
+			id := fmt.Sprintf("m%d-%02d", minute, i)
+			name := windowName(t0.Add(time.Duration(minute)*time.Minute), shardOf[id], ".parquet")
+			want[name] = append(want[name], fmt.Sprintf("%s %d %q", id, i, fmt.Sprint(minute)))
 		}
-		slices.Sort(want[name])
+	}
+	for _, rows := range want {
+		slices.Sort(rows)
 	}
 	assertParquetEvents(t, filepath.Join(dir, "events"), want)
 }

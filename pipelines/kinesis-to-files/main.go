@@ -6,8 +6,8 @@
 // JSON lines). Both are written per fixed window of arrival time, to a local directory or
 // an s3://bucket/prefix:
 //
-//	<staging_dir>/events/part-<window start>-<window end>-00000-of-00001.parquet
-//	<staging_dir>/dead-letters/part-<window start>-<window end>-00000-of-00001.jsonl
+//	<staging_dir>/events/part-<window start>-<window end>-<shard id>-00000-of-00001.parquet
+//	<staging_dir>/dead-letters/part-<window start>-<window end>-<shard id>-00000-of-00001.jsonl
 //
 // A file appears complete or not at all, and a retried bundle rewrites it with the same
 // bytes (see transforms/filesink). --format=jsonl writes the events as JSON lines

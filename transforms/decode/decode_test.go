@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
@@ -15,6 +16,7 @@ import (
 
 func init() {
 	beam.RegisterType(reflect.TypeOf((*event)(nil)).Elem())
+	register.Function2x1(formatKeyed)
 }
 
 // event is the seed's staging schema: {"id": ..., "ts": ..., "v": ...}.
@@ -146,3 +148,20 @@ func TestJSONPanicsAtConstructionOnBadSchema(t *testing.T) {
 		})
 	}
 }
+
+func TestJSONByShardKeysValuesByTheirRecordsShard(t *testing.T) {
+	a := rec("1", `{"id":"a","ts":1}`)
+	b := rec("2", `{"id":"b","ts":2}`)
+	b.ShardID = "shardId-000000000003"
+	bad := rec("3", `{"id":`)
+	bad.ShardID = "shardId-000000000003"
+
+	p, s := beam.NewPipelineWithRoot()
+	values, dead := JSONByShard(s, beam.Create(s, a, b, bad), reflect.TypeOf(event{}), JSONOptions{Required: []string{"ts"}})
+	passert.Equals(s, beam.ParDo(s, formatKeyed, values), "shardId-000000000000 a", "shardId-000000000003 b")
+	passert.Equals(s, dead, DeadLetter{Record: bad, Stage: StageJSON, Error: "decoding JSON object: unexpected end of JSON input"})
+	ptest.RunAndValidate(t, p)
+}
+
+// formatKeyed is a keyed event as "<key> <id>".
+func formatKeyed(k string, e event) string { return k + " " + e.ID }

@@ -20,7 +20,9 @@ import (
 
 func init() {
 	register.DoFn3x0[kinesisio.Record, func(beam.Y), func(DeadLetter)](&jsonFn{})
+	register.DoFn3x0[kinesisio.Record, func(string, beam.Y), func(DeadLetter)](&jsonByShardFn{})
 	register.Emitter1[beam.Y]()
+	register.Emitter2[string, beam.Y]()
 }
 
 // JSONOptions configures JSON. The zero value accepts any JSON object whose known fields
@@ -49,15 +51,21 @@ type JSONOptions struct {
 // struct type or a required key names no field.
 func JSON(s beam.Scope, recs beam.PCollection, schemaType reflect.Type, opts JSONOptions) (values, deadLetters beam.PCollection) {
 	s = s.Scope("decode.JSON")
+	fn := &jsonFn{newJSONDecoder("decode.JSON", schemaType, opts)}
+	return beam.ParDo2(s, fn, recs, beam.TypeDefinition{Var: beam.YType, T: schemaType})
+}
+
+// newJSONDecoder is the decoding set-up of JSON and JSONByShard; it panics, naming the
+// transform, if schemaType or opts are invalid.
+func newJSONDecoder(transform string, schemaType reflect.Type, opts JSONOptions) jsonDecoder {
 	if err := validateSchema(schemaType, opts); err != nil {
-		panic(fmt.Sprintf("decode.JSON: %v", err))
+		panic(fmt.Sprintf("%s: %v", transform, err))
 	}
-	fn := &jsonFn{
+	return jsonDecoder{
 		Type:                  beam.EncodedType{T: schemaType},
 		DisallowUnknownFields: opts.DisallowUnknownFields,
 		Required:              append([]string(nil), opts.Required...),
 	}
-	return beam.ParDo2(s, fn, recs, beam.TypeDefinition{Var: beam.YType, T: schemaType})
 }
 
 // validateSchema checks what JSON needs to know about the schema type at construction.
@@ -104,24 +112,58 @@ func jsonFieldNames(t reflect.Type) map[string]bool {
 	return names
 }
 
-// jsonFn decodes a record's data into a value of Type.
-type jsonFn struct {
+// jsonDecoder decodes a record's data into a value of Type; the DoFns embed it.
+type jsonDecoder struct {
 	Type                  beam.EncodedType
 	DisallowUnknownFields bool
 	Required              []string
 }
 
-func (fn *jsonFn) ProcessElement(r kinesisio.Record, emit func(beam.Y), dead func(DeadLetter)) {
+// decode decodes r's data, or sends r to dead with the reason.
+func (d jsonDecoder) decode(r kinesisio.Record, dead func(DeadLetter)) (any, bool) {
 	if err := checkUTF8(r.Data); err != nil {
 		dead(DeadLetter{Record: r, Stage: StageUTF8, Error: err.Error()})
-		return
+		return nil, false
 	}
-	v, err := decodeObject(r.Data, fn.Type.T, fn.DisallowUnknownFields, fn.Required)
+	v, err := decodeObject(r.Data, d.Type.T, d.DisallowUnknownFields, d.Required)
 	if err != nil {
 		dead(DeadLetter{Record: r, Stage: StageJSON, Error: err.Error()})
-		return
+		return nil, false
 	}
-	emit(v)
+	return v, true
+}
+
+// jsonFn decodes a record's data into a value of Type.
+type jsonFn struct {
+	jsonDecoder
+}
+
+func (fn *jsonFn) ProcessElement(r kinesisio.Record, emit func(beam.Y), dead func(DeadLetter)) {
+	if v, ok := fn.decode(r, dead); ok {
+		emit(v)
+	}
+}
+
+// JSONByShard is JSON with each decoded value keyed by the ID of the shard its record was
+// read from: values is a PCollection<KV<string, schemaType>>. It is for sinks that keep
+// each shard's records apart (filesink.WriteParquetPerKey), which a restart from a
+// checkpoint table needs to rewrite a file exactly: the table resumes each shard on its own.
+// Dead letters are as JSON's; their Record names the shard.
+func JSONByShard(s beam.Scope, recs beam.PCollection, schemaType reflect.Type, opts JSONOptions) (values, deadLetters beam.PCollection) {
+	s = s.Scope("decode.JSONByShard")
+	fn := &jsonByShardFn{newJSONDecoder("decode.JSONByShard", schemaType, opts)}
+	return beam.ParDo2(s, fn, recs, beam.TypeDefinition{Var: beam.YType, T: schemaType})
+}
+
+// jsonByShardFn decodes a record's data into a value of Type keyed by the record's shard.
+type jsonByShardFn struct {
+	jsonDecoder
+}
+
+func (fn *jsonByShardFn) ProcessElement(r kinesisio.Record, emit func(string, beam.Y), dead func(DeadLetter)) {
+	if v, ok := fn.decode(r, dead); ok {
+		emit(r.ShardID, v)
+	}
 }
 
 // decodeObject decodes data, which must hold exactly one JSON object, into a new value of t.

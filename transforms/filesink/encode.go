@@ -10,6 +10,7 @@ import (
 
 func init() {
 	register.Function1x2(encodeJSON)
+	register.Function2x3(EncodeJSONValue)
 }
 
 // EncodeJSON encodes each element of col with encoding/json into one line, a
@@ -29,4 +30,12 @@ func encodeJSON(v beam.T) (string, error) {
 		return "", fmt.Errorf("filesink: encoding %T as JSON: %w", v, err)
 	}
 	return string(b), nil
+}
+
+// EncodeJSONValue encodes the value of a key-value pair as EncodeJSON does, keeping the
+// key: with beam.ParDo it turns a PCollection<KV<K, T>> into the PCollection<KV<K, string>>
+// WritePerKey takes.
+func EncodeJSONValue(k beam.X, v beam.T) (beam.X, string, error) {
+	line, err := encodeJSON(v)
+	return k, line, err
 }

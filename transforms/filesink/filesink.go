@@ -96,7 +96,12 @@ func Write(s beam.Scope, lines beam.PCollection, cfg Config) beam.PCollection {
 	}
 	keyed := beam.ParDo(s, &shardFn{Shards: cfg.Shards}, lines)
 	grouped := beam.GroupByKey(s, keyed)
-	return beam.ParDo(s, &writeFn{files: files{Dir: cfg.Dir, Prefix: cfg.Prefix, Suffix: cfg.Suffix, Shards: cfg.Shards, S3: cfg.S3}}, grouped)
+	return beam.ParDo(s, &writeFn{files: cfg.files()}, grouped)
+}
+
+// files is the writing set-up of cfg, which has its defaults.
+func (cfg Config) files() files {
+	return files{Dir: cfg.Dir, Prefix: cfg.Prefix, Suffix: cfg.Suffix, Shards: cfg.Shards, S3: cfg.S3}
 }
 
 // withDefaults returns cfg with defaults applied, or why it is invalid.
@@ -174,13 +179,13 @@ func (f *files) Teardown() error {
 }
 
 // store stores content as the file of one shard of one window pane and returns its path.
-func (f *files) store(ctx context.Context, pane beam.PaneInfo, w beam.Window, shard int, content []byte) (string, error) {
+func (f *files) store(ctx context.Context, pane beam.PaneInfo, w beam.Window, part string, content []byte) (string, error) {
 	if f.dest == nil { // Setup is not called when a test drives ProcessElement directly.
 		if err := f.Setup(ctx); err != nil {
 			return "", err
 		}
 	}
-	name := fileName(f.Prefix, f.Suffix, w, pane, shard, f.Shards)
+	name := fileName(f.Prefix, f.Suffix, w, pane, part)
 	if err := f.dest.put(ctx, name, content); err != nil {
 		return "", fmt.Errorf("filesink: writing %s: %w", f.dest.path(name), err)
 	}
@@ -195,6 +200,11 @@ type writeFn struct {
 }
 
 func (fn *writeFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, shard int, iter func(*string) bool) (string, error) {
+	return fn.writeLines(ctx, pane, w, shardPart(shard, fn.Shards), iter)
+}
+
+// writeLines writes the lines iter gives, sorted, as the file of part of one window pane.
+func (f *files) writeLines(ctx context.Context, pane beam.PaneInfo, w beam.Window, part string, iter func(*string) bool) (string, error) {
 	var lines []string
 	var line string
 	size := 0
@@ -212,7 +222,7 @@ func (fn *writeFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w bea
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	path, err := fn.store(ctx, pane, w, shard, b.Bytes())
+	path, err := f.store(ctx, pane, w, part, b.Bytes())
 	if err != nil {
 		return "", err
 	}
@@ -223,8 +233,14 @@ func (fn *writeFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w bea
 // timeLayout is a file-name-safe UTC time with milliseconds, which sorts as time sorts.
 const timeLayout = "20060102T150405.000Z"
 
-// fileName is the deterministic final name of one shard of one window pane.
-func fileName(prefix, suffix string, w typex.Window, pane typex.PaneInfo, shard, shards int) string {
+// shardPart is the part of a file name after the window for shard of shards.
+func shardPart(shard, shards int) string {
+	return fmt.Sprintf("%05d-of-%05d", shard, shards)
+}
+
+// fileName is the deterministic final name of one part (a shard, see shardPart and
+// partName) of one window pane.
+func fileName(prefix, suffix string, w typex.Window, pane typex.PaneInfo, part string) string {
 	var span string
 	switch w := w.(type) {
 	case window.IntervalWindow:
@@ -235,7 +251,7 @@ func fileName(prefix, suffix string, w typex.Window, pane typex.PaneInfo, shard,
 		// Custom window types: their string form is deterministic for a given window.
 		span = strings.NewReplacer("/", "_", `\`, "_", " ", "_").Replace(fmt.Sprint(w))
 	}
-	name := fmt.Sprintf("%s-%s-%05d-of-%05d", prefix, span, shard, shards)
+	name := prefix + "-" + span + "-" + part
 	if pane.Index > 0 {
 		name += fmt.Sprintf("-pane-%d", pane.Index)
 	}

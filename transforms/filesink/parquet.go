@@ -107,7 +107,7 @@ func newParquetFn(t reflect.Type, cfg ParquetConfig) (*parquetFn, error) {
 		return nil, err
 	}
 	return &parquetFn{
-		files:        files{Dir: c.Dir, Prefix: c.Prefix, Suffix: c.Suffix, Shards: c.Shards, S3: c.S3},
+		files:        c.files(),
 		Type:         beam.EncodedType{T: t},
 		Compression:  cfg.Compression,
 		RowGroupRows: cfg.RowGroupRows,
@@ -161,6 +161,12 @@ func (fn *parquetFn) Setup(ctx context.Context) error {
 }
 
 func (fn *parquetFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, shard int, iter func(*string) bool) (string, error) {
+	return fn.writeRows(ctx, pane, w, shardPart(shard, fn.Shards), iter)
+}
+
+// writeRows writes the values iter gives as JSON lines, in the order of their lines, as the
+// Parquet file of part of one window pane.
+func (fn *parquetFn) writeRows(ctx context.Context, pane beam.PaneInfo, w beam.Window, part string, iter func(*string) bool) (string, error) {
 	if fn.schema == nil { // Setup is not called when a test drives ProcessElement directly.
 		if err := fn.Setup(ctx); err != nil {
 			return "", err
@@ -176,7 +182,7 @@ func (fn *parquetFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w b
 	if err != nil {
 		return "", err
 	}
-	path, err := fn.store(ctx, pane, w, shard, content)
+	path, err := fn.store(ctx, pane, w, part, content)
 	if err != nil {
 		return "", err
 	}
