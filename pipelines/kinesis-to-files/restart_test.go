@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/testing/components"
+	"github.com/beamkinesis/beamkinesis/testing/emulators"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+// killedJobEnv names the environment of TestKilledStagingJobChild: the job's flags,
+// separated by spaces.
+const killedJobEnv = "BEAMKINESIS_K2F_KILLED_JOB"
+
+// restartWindow is the window of the restart test: long enough that a kill lands inside
+// one, short enough for a quick test.
+const restartWindow = 2 * time.Second
+
+// TestKilledStagingJobChild is the first job of TestStagingIsExactlyOnceAcrossAKill, run in
+// a child process of the test binary so that it can be killed mid-window. It does nothing
+// in a normal run.
+func TestKilledStagingJobChild(t *testing.T) {
+	env := os.Getenv(killedJobEnv)
+	if env == "" {
+		return
+	}
+	runStaging(t, strings.Fields(env)...)
+}
+
+// runStaging runs kinesis-to-files with args on Prism until it ends.
+func runStaging(t *testing.T, args ...string) {
+	t.Helper()
+	j, err := prepare(context.Background(), parse(t, args...), environment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.stop()
+	p, s := beam.NewPipelineWithRoot()
+	j.build(s)
+	if err := ptest.Run(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStagingIsExactlyOnceAcrossAKill is issue 23's restart case for the seed's ingestion
+// job on Prism: kinesis-to-files streams JSON events into 2 s windows of Parquet files with
+// --checkpoint_table on dynalite while a producer puts events. The job is killed (SIGKILL,
+// no drain) a quarter into a window, after it staged windows and committed positions; a
+// second job on the same table and staging directory reads what the first had not
+// committed. DuckDB must then read every event put exactly once: the second job re-reads
+// at most the windows staged after the last commit, and rewrites their files with the same
+// events.
+//
+// The stream has one shard, because of Prism v2.77.0's SDF output watermark (see
+// kinesisio's TestWindowedJobLosesNothingWhenKilled); the files per Kinesis shard that a
+// restart of several shards needs are exercised on Flink (testing/flink).
+func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
+	components.PythonT(t)
+	const stream, table = "events", "staging-positions"
+	dyn := emulators.StartT(t, emulators.Dynalite).URL()
+	srv, err := kinesistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.CreateStream(stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "k2f-test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "k2f-test")
+	dir := t.TempDir()
+	args := []string{"--stream=" + stream, "--kinesis_endpoint=" + srv.URL(), "--kinesis_region=" + kinesistest.Region,
+		"--aws_credentials_from_env", "--bounded=false", "--starting_position=trim_horizon", "--window=" + restartWindow.String(),
+		"--staging_dir=" + dir, "--checkpoint_table=" + table, "--checkpoint_table_endpoint=" + dyn, "--checkpoint_lease_duration=1s"}
+
+	var n atomic.Int64
+	var mu sync.Mutex
+	var putErr error
+	put := func(count int) {
+		var lines []string
+		for range count {
+			i := n.Add(1)
+			lines = append(lines, fmt.Sprintf(`{"id":"e-%05d","ts":%d}`, i, i))
+		}
+		if err := embedded.PutStrings(context.Background(), srv.Client(), stream, "k", lines...); err != nil {
+			mu.Lock()
+			putErr = err
+			mu.Unlock()
+		}
+	}
+	put(20)
+
+	logf, err := os.Create(filepath.Join(t.TempDir(), "job1.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	child := exec.Command(os.Args[0], "-test.run=^TestKilledStagingJobChild$", "-test.count=1")
+	child.Env = append(os.Environ(), killedJobEnv+"="+strings.Join(args, " "))
+	child.Stdout, child.Stderr = logf, logf
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	defer func() {
+		if child.ProcessState == nil {
+			child.Process.Kill()
+			<-exited
+		}
+	}()
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load() && i < 1200; i++ {
+			put(2)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	db := dynamodb.New(dynamodb.Options{Region: emulators.Region, BaseEndpoint: aws.String(dyn),
+		Credentials: credentials.NewStaticCredentialsProvider("k2f-test", "k2f-test", "")})
+	// Wait until the job staged three windows and committed a position, then kill it a
+	// quarter into a window: events of the open window are read and not staged.
+	deadline := time.Now().Add(90 * time.Second)
+	for committedCheckpoint(db, table, "shardId-000000000000") == "" || len(stagedFiles(t, dir)) < 3 {
+		select {
+		case err := <-exited:
+			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, logf.Name())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first job did not stage three windows and commit within 90s; its log is in %s", logf.Name())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	now := time.Now()
+	time.Sleep(now.Truncate(restartWindow).Add(restartWindow + restartWindow/4).Sub(now))
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	stop.Store(true)
+	wg.Wait()
+	put(20)
+	if putErr != nil {
+		t.Fatal(putErr)
+	}
+	atKill := committedCheckpoint(db, table, "shardId-000000000000")
+	staged1 := len(stagedFiles(t, dir))
+
+	runStaging(t, append(args, "--max_read_time=4s")...)
+
+	counts := components.DuckDBT(t, "SELECT id, count(*) AS n FROM read_parquet('"+dir+"/events/*.parquet') GROUP BY id")
+	seen := map[string]bool{}
+	dups := 0
+	for _, r := range counts.Rows {
+		id := r[0].(string)
+		seen[id] = true
+		if c := fmt.Sprint(r[1]); c != "1" {
+			dups++
+			t.Errorf("DuckDB reads event %s %s times, want once", id, c)
+		}
+	}
+	lost := 0
+	for i := int64(1); i <= n.Load(); i++ {
+		if id := fmt.Sprintf("e-%05d", i); !seen[id] {
+			lost++
+			if lost <= 5 {
+				t.Errorf("event %s was put and is in no file", id)
+			}
+		}
+	}
+	t.Logf("%d events put; the killed job had staged %d files and committed up to %s; after the second job DuckDB reads %d distinct events from %d files: %d lost, %d read more than once",
+		n.Load(), staged1, atKill, len(seen), len(stagedFiles(t, dir)), lost, dups)
+	if int64(len(seen)) != n.Load() || len(seen) != len(counts.Rows) {
+		t.Fatalf("DuckDB reads %d distinct events, want the %d put", len(seen), n.Load())
+	}
+}
+
+// committedCheckpoint is the checkpoint of shard in the lease table, or "" when it has no
+// sequence number yet (no item, TRIM_HORIZON, or the table unreadable).
+func committedCheckpoint(db *dynamodb.Client, table, shard string) string {
+	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table),
+		Key: map[string]dynamotypes.AttributeValue{"leaseKey": &dynamotypes.AttributeValueMemberS{Value: shard}}})
+	if err != nil || out.Item == nil {
+		return ""
+	}
+	cp, ok := out.Item["checkpoint"].(*dynamotypes.AttributeValueMemberS)
+	if !ok || cp.Value == "" || cp.Value[0] < '0' || cp.Value[0] > '9' {
+		return ""
+	}
+	return cp.Value
+}
+
+// stagedFiles lists the event files staged under dir.
+func stagedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "events", "part-*.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
