@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -220,4 +221,84 @@ func stagedFiles(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// TestARestartThatRereadsOneShardRewritesTheSameFiles stages two minutes of events over
+// two shards with a bounded read and --checkpoint_table, then moves one shard's checkpoint
+// back to TRIM_HORIZON, as when a job died after one shard's commit of a window and before
+// the other's, and stages again on the same table and directory. The second job reads that
+// shard's two windows again; DuckDB must still read every event exactly once, from the
+// same four files. With files named per window only (not per Kinesis shard), the second
+// job's files of the two windows hold only the re-read shard's events and overwrite the
+// first job's, so the other shard's events are lost: the test fails.
+func TestARestartThatRereadsOneShardRewritesTheSameFiles(t *testing.T) {
+	components.PythonT(t)
+	const stream, table, reread = "events", "reread-positions", "shardId-000000000001"
+	dyn := emulators.StartT(t, emulators.Dynalite).URL()
+	t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
+	clock := kinesistest.NewManualClock(t0.Add(5 * time.Second))
+	srv, err := kinesistest.Start(kinesistest.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.CreateStream(stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	const perMinute = 40
+	for minute := range 2 {
+		var entries []embedded.Entry
+		for i := range perMinute {
+			id := fmt.Sprintf("m%d-%02d", minute, i)
+			entries = append(entries, embedded.Entry{PartitionKey: id, Data: fmt.Appendf(nil, `{"id":%q,"ts":%d}`, id, i)})
+		}
+		if err := embedded.Put(context.Background(), srv.Client(), stream, entries); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "k2f-test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "k2f-test")
+	dir := t.TempDir()
+	args := []string{"--stream=" + stream, "--kinesis_endpoint=" + srv.URL(), "--kinesis_region=" + kinesistest.Region,
+		"--aws_credentials_from_env", "--bounded", "--staging_dir=" + dir,
+		"--checkpoint_table=" + table, "--checkpoint_table_endpoint=" + dyn, "--checkpoint_lease_duration=1s", "--checkpoint_takeover"}
+	runStaging(t, args...)
+	first := stagedFiles(t, dir)
+	db := dynamodb.New(dynamodb.Options{Region: emulators.Region, BaseEndpoint: aws.String(dyn),
+		Credentials: credentials.NewStaticCredentialsProvider("k2f-test", "k2f-test", "")})
+	if committedCheckpoint(db, table, "shardId-000000000000") == "" || committedCheckpoint(db, table, reread) == "" {
+		t.Fatalf("after the first job the table holds no position of one of the shards")
+	}
+	if _, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table),
+		Key:              map[string]dynamotypes.AttributeValue{"leaseKey": &dynamotypes.AttributeValueMemberS{Value: reread}},
+		UpdateExpression: aws.String("SET checkpoint = :th, checkpointSubSequenceNumber = :zero"),
+		ExpressionAttributeValues: map[string]dynamotypes.AttributeValue{
+			":th": &dynamotypes.AttributeValueMemberS{Value: "TRIM_HORIZON"}, ":zero": &dynamotypes.AttributeValueMemberN{Value: "0"}},
+	}); err != nil {
+		t.Fatalf("moving %s's checkpoint back: %v", reread, err)
+	}
+
+	runStaging(t, args...)
+	if committedCheckpoint(db, table, reread) == "" {
+		t.Fatalf("the second job did not read %s again: its checkpoint is not a position", reread)
+	}
+	if second := stagedFiles(t, dir); !slices.Equal(second, first) || len(first) != 4 {
+		t.Errorf("the jobs staged %q, then %q; want the same four files (two windows, two shards)", first, second)
+	}
+	counts := components.DuckDBT(t, "SELECT id, count(*) AS n FROM read_parquet('"+dir+"/events/*.parquet') GROUP BY id")
+	seen := map[string]string{}
+	for _, r := range counts.Rows {
+		seen[fmt.Sprint(r[0])] = fmt.Sprint(r[1])
+	}
+	for minute := range 2 {
+		for i := range perMinute {
+			if id := fmt.Sprintf("m%d-%02d", minute, i); seen[id] != "1" {
+				t.Errorf("DuckDB reads event %s %q times, want once", id, seen[id])
+			}
+		}
+	}
+	if len(seen) != 2*perMinute {
+		t.Errorf("DuckDB reads %d distinct events, want %d", len(seen), 2*perMinute)
+	}
 }
