@@ -97,10 +97,10 @@ func TestWindowedKilledJobChild(t *testing.T) {
 	if env == "" {
 		return
 	}
-	var kinesisURL, dyn, stream, table, out string
-	fmt.Sscan(env, &kinesisURL, &dyn, &stream, &table, &out)
+	var kinesisURL, dyn, stream, table, out, consumer string
+	fmt.Sscan(env, &kinesisURL, &dyn, &stream, &table, &out, &consumer)
 	p, s := beam.NewPipelineWithRoot()
-	windowedJob(s, stream, heldTestWindow, out, heldTestOptions(kinesisURL, dyn, table)...)
+	windowedJob(s, stream, heldTestWindow, out, append(heldTestOptions(kinesisURL, dyn, table), readMode(consumer)...)...)
 	if err := ptest.Run(p); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +120,15 @@ func windowFileRecords(t *testing.T, path string) []string {
 	return recs
 }
 
+// readMode is the read's option for consumer: none for "polling", enhanced fan-out with
+// that consumer name otherwise.
+func readMode(consumer string) []Option {
+	if consumer == "polling" {
+		return nil
+	}
+	return []Option{WithEnhancedFanOut(consumer)}
+}
+
 // TestWindowedJobLosesNothingWhenKilled is the kill test of a pipeline that keeps records
 // in runner state before its sink: a streaming read of a checkpoint table into 2 s windows,
 // each written by a sink once it fires. The job is killed (SIGKILL, no drain) inside a
@@ -133,8 +142,16 @@ func windowFileRecords(t *testing.T, path string) []string {
 // separate bundles a window can fire while another shard still has records of it unread,
 // and drops them as late, table or not. The per-shard keys of the held commit are
 // exercised on Flink (testing/flink) with four shards.
+//
+// It runs with polling and with enhanced fan-out, each on a table of its own.
 func TestWindowedJobLosesNothingWhenKilled(t *testing.T) {
-	const stream, table = "held", "held-positions"
+	for _, consumer := range []string{"polling", "held-efo"} {
+		t.Run(consumer, func(t *testing.T) { testWindowedJobKilled(t, consumer) })
+	}
+}
+
+func testWindowedJobKilled(t *testing.T, consumer string) {
+	stream, table := "held", "held-positions-"+consumer
 	srv := startServer(t, stream, 1)
 	dyn := startDynalite(t)
 	client := srv.Client()
@@ -153,7 +170,7 @@ func TestWindowedJobLosesNothingWhenKilled(t *testing.T) {
 	}
 	defer logf.Close()
 	child := exec.Command(os.Args[0], "-test.run=^TestWindowedKilledJobChild$", "-test.count=1")
-	child.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s %s", windowedKilledJobEnv, srv.URL(), dyn, stream, table, out1))
+	child.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s %s %s", windowedKilledJobEnv, srv.URL(), dyn, stream, table, out1, consumer))
 	child.Stdout, child.Stderr = logf, logf
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
@@ -208,7 +225,7 @@ func TestWindowedJobLosesNothingWhenKilled(t *testing.T) {
 	got1 := windowFileRecords(t, out1)
 
 	p2, s2 := beam.NewPipelineWithRoot()
-	windowedJob(s2, stream, heldTestWindow, out2, append(heldTestOptions(srv.URL(), dyn, table), WithMaxReadTime(4*time.Second))...)
+	windowedJob(s2, stream, heldTestWindow, out2, append(append(heldTestOptions(srv.URL(), dyn, table), readMode(consumer)...), WithMaxReadTime(4*time.Second))...)
 	if err := ptest.Run(p2); err != nil {
 		t.Fatal(err)
 	}
