@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
 )
 
@@ -44,64 +47,74 @@ func countLedger(t *testing.T, out []string, want []string) (lost []string, dups
 	return lost, dups
 }
 
-// killMidWindow waits until r's job has written counts and committed a position of every
-// shard of the 4-shard input, lets a window open, and a third into it cancels the job hard
-// (no savepoint) or, with wholeCluster, kills every TaskManager and the JobManager (kill -9; no
-// HA, so the job is gone) and starts them again; either way it kills the job's launcher
-// (which, in LOOPBACK, is also its SDK worker).
-func killMidWindow(t *testing.T, r *liveRun, db *dynamodb.Client, table string, outputs func() []string, wholeCluster bool) {
+// heldJob is one job of the held-commit restart tests: its run, the table it commits to,
+// and whether it has written output yet.
+type heldJob struct {
+	run     *liveRun
+	table   string
+	written func() bool
+}
+
+// killMidWindow waits until every job has written output of its own and its table holds a
+// position of every shard of the 4-shard input, lets a window of size open, and a third
+// into it cancels
+// the jobs hard (no savepoint) or, with wholeCluster, kills every TaskManager and the
+// JobManager (kill -9; no HA, so the jobs are gone) and starts them again; either way it
+// kills the jobs' launchers (which, in LOOPBACK, are also their SDK workers). size is a
+// multiple of every job's window, so the kill is inside a window of each.
+func killMidWindow(t *testing.T, db *dynamodb.Client, size time.Duration, wholeCluster bool, jobs ...heldJob) {
 	t.Helper()
-	await(t, 2*time.Minute, func() string {
-		return fmt.Sprintf("%s: want counts in the output and four positions in %s, have %v", r.name, table, tablePositions(t, db, table))
-	}, func() bool {
-		if len(outputs()) == 0 {
-			return false
-		}
-		n := 0
-		for _, cp := range tablePositions(t, db, table) {
-			if cp != "" && cp[0] >= '0' && cp[0] <= '9' {
-				n++
+	for _, j := range jobs {
+		await(t, 2*time.Minute, func() string {
+			return fmt.Sprintf("%s: want output and four positions in %s, have %v", j.run.name, j.table, tablePositions(t, db, j.table))
+		}, func() bool {
+			if !j.written() {
+				return false
 			}
-		}
-		return n == 4
-	})
+			n := 0
+			for _, cp := range tablePositions(t, db, j.table) {
+				if cp != "" && cp[0] >= '0' && cp[0] <= '9' {
+					n++
+				}
+			}
+			return n == 4
+		})
+	}
 	now := time.Now()
-	time.Sleep(now.Truncate(heldWindow).Add(heldWindow + heldWindow/3).Sub(now))
+	time.Sleep(now.Truncate(size).Add(size + size/3).Sub(now))
 	if wholeCluster {
 		clusterScript(t, "kill-all")
-		r.cmd.Process.Kill()
-		<-r.done
-		t.Logf("%s: every TaskManager and the JobManager killed, and the launcher, %v after launch, mid-window", r.name, time.Since(r.started).Round(time.Millisecond))
+	}
+	for _, j := range jobs {
+		if !wholeCluster {
+			if err := cluster().Cancel(context.Background(), j.run.job); err != nil {
+				t.Fatalf("cancelling %s's job: %v", j.run.name, err)
+			}
+		}
+		j.run.cmd.Process.Kill()
+		<-j.run.done
+		t.Logf("%s: launcher killed %v after launch, mid-window (whole cluster killed: %v)", j.run.name, time.Since(j.run.started).Round(time.Millisecond), wholeCluster)
+	}
+	if wholeCluster {
 		clusterScript(t, "start-all")
-		return
 	}
-	if err := cluster().Cancel(context.Background(), r.job); err != nil {
-		t.Fatalf("cancelling %s's job: %v", r.name, err)
-	}
-	r.cmd.Process.Kill()
-	<-r.done
-	t.Logf("%s: job cancelled and launcher killed %v after launch, mid-window", r.name, time.Since(r.started).Round(time.Millisecond))
 }
 
-// TestCountWindowsLoseNothingOnARestartFromTheTable is issue 23's case on the cluster:
-// kinesis-to-kinesis --transform=count --window=5s with --checkpoint_table on dynalite,
-// under a steady producer (200 records/s over 4 shards). The job is cancelled hard in the
-// middle of a window and its launcher killed, so its open windows are gone with it; a new
-// job started on the table must count every record the first one had not written: every
-// produced record is counted at least once. Duplicates are reported.
-func TestCountWindowsLoseNothingOnARestartFromTheTable(t *testing.T) {
-	testCountWindowsAcrossARestart(t, "flink-held-count", false)
-}
-
-// TestCountWindowsLoseNothingWhenTheClusterDies is the same with every TaskManager and the
-// JobManager killed (kill -9) mid-window instead of a cancel: the cluster, not only the
-// job, dies; it is started again and a new job runs on the table.
-func TestCountWindowsLoseNothingWhenTheClusterDies(t *testing.T) {
-	testCountWindowsAcrossARestart(t, "flink-held-count-cluster", true)
-}
-
-func testCountWindowsAcrossARestart(t *testing.T, table string, killCluster bool) {
+// TestWindowsLoseNothingAcrossRestartsFromTheTable is issue 23's case on the cluster, for
+// both pipelines that keep records in windows before their sink, run side by side on the
+// same input (4 shards, 200 records/s), each with its own --checkpoint_table on dynalite:
+// kinesis-to-kinesis --transform=count --window=5s, and kinesis-to-files --window=10s
+// staging Parquet. In the middle of a window, the jobs are first cancelled hard (no
+// savepoint) with their launchers killed; new jobs start on the tables; in the middle of a
+// window again, every TaskManager and the JobManager are killed (kill -9, no HA, so the
+// jobs are gone) and the cluster started again; third jobs start on the tables. Their
+// open windows die with each kill. When the producer stops, every record put must be
+// counted at least once, and staged exactly once (DuckDB): a new files job re-reads each
+// shard from the first record of a window it had not committed and rewrites that
+// window's files of the shard with the same events.
+func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 	needCluster(t)
+	components.PythonT(t)
 	started := time.Now()
 	dynURL := emulators.StartT(t, emulators.Dynalite).URL()
 	db := dynamodb.New(dynamodb.Options{
@@ -116,25 +129,43 @@ func testCountWindowsAcrossARestart(t *testing.T, table string, killCluster bool
 	if err := srv.CreateStream("out", 2); err != nil {
 		t.Fatal(err)
 	}
-	flags := append(append([]string{"--input_stream=in", "--output_stream=out",
-		"--transform=count", "--window=" + heldWindow.String(), "--aggregation=false", "--bounded=false", "--starting_position=trim_horizon",
-		"--checkpoint_table=" + table, "--checkpoint_table_endpoint=" + dynURL, "--checkpoint_takeover",
-		"--parallelism=2"}, kinesisFlags(srv)...), checkpointFlags...)
+	common := append(append([]string{"--bounded=false", "--starting_position=trim_horizon", "--checkpoint_table_endpoint=" + dynURL,
+		"--checkpoint_takeover", "--parallelism=2"}, kinesisFlags(srv)...), checkpointFlags...)
+	const countTable, filesTable = "flink-held-count", "flink-held-files"
+	countFlags := append([]string{"--input_stream=in", "--output_stream=out", "--transform=count", "--window=" + heldWindow.String(),
+		"--aggregation=false", "--checkpoint_table=" + countTable}, common...)
+	staging := t.TempDir()
+	filesFlags := append([]string{"--stream=in", "--staging_dir=" + staging, "--window=" + filesWindow.String(),
+		"--checkpoint_table=" + filesTable}, common...)
 	outputs := func() []string {
 		got, _ := userRecords(t, srv, "out")
 		return got
 	}
+	start := func() []heldJob {
+		count := startPipeline(t, "kinesis-to-kinesis", countFlags...)
+		files := startPipeline(t, "kinesis-to-files", filesFlags...)
+		count.awaitCheckpoints(t, 1)
+		files.awaitCheckpoints(t, 1)
+		// A job is ready to be killed once it wrote something of its own.
+		counts, staged := len(outputs()), len(parquetFiles(t, staging))
+		return []heldJob{
+			{count, countTable, func() bool { return len(outputs()) > counts }},
+			{files, filesTable, func() bool { return len(parquetFiles(t, staging)) > staged }},
+		}
+	}
 
-	first := startPipeline(t, "kinesis-to-kinesis", flags...)
-	first.awaitCheckpoints(t, 1)
-	prod := startProducer(srv.Client(), "in", 20, 100*time.Millisecond, func(i int) string { return fmt.Sprintf("rec-%06d", i) })
-	killMidWindow(t, first, db, table, outputs, killCluster)
-	atKill := prod.count()
-
-	second := startPipeline(t, "kinesis-to-kinesis", flags...)
-	second.awaitCheckpoints(t, 1)
-	time.Sleep(heldWindow) // the producer keeps putting while the second job runs
+	jobs := start()
+	prod := startProducer(srv.Client(), "in", 20, 100*time.Millisecond, func(i int) string { return fmt.Sprintf(`{"id":"rec-%06d","ts":%d}`, i, i) })
+	killMidWindow(t, db, filesWindow, false, jobs...)
+	atCancel, filesAtCancel := prod.count(), len(parquetFiles(t, staging))
+	jobs = start()
+	killMidWindow(t, db, filesWindow, true, jobs...)
+	atKill, filesAtKill := prod.count(), len(parquetFiles(t, staging))
+	jobs = start()
+	time.Sleep(heldWindow) // the producer keeps putting while the third jobs run
 	want := prod.finish(t)
+	t.Logf("%d records put: %d before the cancel (%d files staged), %d before the cluster kill (%d files)", len(want), atCancel, filesAtCancel, atKill, filesAtKill)
+
 	var lost []string
 	var dups int
 	await(t, 2*time.Minute, func() string {
@@ -143,10 +174,91 @@ func testCountWindowsAcrossARestart(t *testing.T, table string, killCluster bool
 		lost, dups = countLedger(t, outputs(), want)
 		return len(lost) == 0
 	})
-	second.cancel(t)
+	jobs[0].run.cancel(t)
 	lost, dups = countLedger(t, outputs(), want)
-	t.Logf("measured: %v in all; %d records put (%d before the kill); lost %d, duplicates %d", time.Since(started).Round(time.Millisecond), len(want), atKill, len(lost), dups)
+	t.Logf("measured, count: %v since the start; lost %d of %d, duplicates %d", time.Since(started).Round(time.Millisecond), len(lost), len(want), dups)
 	if len(lost) > 0 {
-		t.Errorf("%d of %d records are counted by neither job, e.g. %s", len(lost), len(want), strings.Join(lost[:min(5, len(lost))], ", "))
+		t.Errorf("%d of %d records are counted by no count job, e.g. %s", len(lost), len(want), strings.Join(lost[:min(5, len(lost))], ", "))
 	}
+	assertStagedOnce(t, jobs[1].run, staging, want)
+	t.Logf("measured: %v in all", time.Since(started).Round(time.Millisecond))
+}
+
+// assertStagedOnce waits until the files staged under dir hold every event of want (JSON
+// records with an id), cancels files, and checks that DuckDB reads each exactly once.
+func assertStagedOnce(t *testing.T, files *liveRun, dir string, want []string) {
+	t.Helper()
+	wantIDs := map[string]bool{}
+	for _, rec := range want {
+		var e struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(rec), &e); err != nil || e.ID == "" {
+			t.Fatalf("a record put is not an event: %q (%v)", rec, err)
+		}
+		wantIDs[e.ID] = true
+	}
+	var staged map[string]int
+	last := time.Time{}
+	await(t, 2*time.Minute, func() string {
+		return fmt.Sprintf("DuckDB reads %d distinct events of the %d put from %d files", len(staged), len(want), len(parquetFiles(t, dir)))
+	}, func() bool {
+		if time.Since(last) < 2*time.Second { // a DuckDB read starts a Python process
+			return false
+		}
+		last = time.Now()
+		staged = stagedEventCounts(t, dir)
+		return len(staged) >= len(wantIDs)
+	})
+	files.cancel(t)
+	staged = stagedEventCounts(t, dir)
+	lost, dups := 0, 0
+	for id := range wantIDs {
+		if staged[id] == 0 {
+			lost++
+		}
+	}
+	for id, n := range staged {
+		if !wantIDs[id] {
+			t.Errorf("DuckDB reads event %s, which was not put", id)
+		}
+		dups += n - 1
+	}
+	t.Logf("measured, files: %d files; DuckDB reads %d distinct events: lost %d of %d, duplicates %d", len(parquetFiles(t, dir)), len(staged), lost, len(want), dups)
+	if lost > 0 || dups > 0 {
+		t.Errorf("the staged files hold %d of %d events put, %d more than once; want each exactly once", len(staged), len(want), dups)
+	}
+}
+
+// filesWindow is the window of the files job of the held-commit tests (issue 23's
+// --window=10s), a multiple of heldWindow.
+const filesWindow = 10 * time.Second
+
+// parquetFiles lists the event files kinesis-to-files staged under dir.
+func parquetFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "events", "part-*.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// stagedEventCounts reads the event files staged under dir with DuckDB and returns how
+// many rows each event id has.
+func stagedEventCounts(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	if len(parquetFiles(t, dir)) == 0 {
+		return counts
+	}
+	tab := components.DuckDBT(t, "SELECT id, count(*) AS n FROM read_parquet('"+dir+"/events/part-*.parquet') GROUP BY id")
+	for _, r := range tab.Rows {
+		n, err := strconv.Atoi(fmt.Sprint(r[1]))
+		if err != nil {
+			t.Fatalf("DuckDB count of %v: %v", r[0], err)
+		}
+		counts[fmt.Sprint(r[0])] = n
+	}
+	return counts
 }
