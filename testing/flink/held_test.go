@@ -104,12 +104,13 @@ func killMidWindow(t *testing.T, db *dynamodb.Client, size time.Duration, wholeC
 // both pipelines that keep records in windows before their sink, run side by side on the
 // same input (4 shards, 200 records/s), each with its own --checkpoint_table on dynalite:
 // kinesis-to-kinesis --transform=count --window=5s, and kinesis-to-files --window=10s
-// staging Parquet. In the middle of a window, the jobs are first cancelled hard (no
+// staging Parquet; and beside them kinesis-to-kinesis --transform=passthrough, which
+// keeps nothing in state. In the middle of a window, the jobs are first cancelled hard (no
 // savepoint) with their launchers killed; new jobs start on the tables; in the middle of a
 // window again, every TaskManager and the JobManager are killed (kill -9, no HA, so the
 // jobs are gone) and the cluster started again; third jobs start on the tables. Their
 // open windows die with each kill. When the producer stops, every record put must be
-// counted at least once, and staged exactly once (DuckDB): a new files job re-reads each
+// counted at least once, copied at least once, and staged exactly once (DuckDB): a new files job re-reads each
 // shard from the first record of a window it had not committed and rewrites that
 // window's files of the shard with the same events.
 func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
@@ -126,14 +127,19 @@ func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 	if err := srv.CreateStream("in", 4); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.CreateStream("out", 2); err != nil {
-		t.Fatal(err)
+	for _, out := range []string{"out", "copy"} {
+		if err := srv.CreateStream(out, 2); err != nil {
+			t.Fatal(err)
+		}
 	}
 	common := append(append([]string{"--bounded=false", "--starting_position=trim_horizon", "--checkpoint_table_endpoint=" + dynURL,
 		"--checkpoint_takeover", "--parallelism=2"}, kinesisFlags(srv)...), checkpointFlags...)
-	const countTable, filesTable = "flink-held-count", "flink-held-files"
+	const countTable, filesTable, copyTable = "flink-held-count", "flink-held-files", "flink-held-copy"
 	countFlags := append([]string{"--input_stream=in", "--output_stream=out", "--transform=count", "--window=" + heldWindow.String(),
 		"--aggregation=false", "--checkpoint_table=" + countTable}, common...)
+	// The passthrough job keeps no state before its sink; one worker is enough for it.
+	copyFlags := append(append([]string{"--input_stream=in", "--output_stream=copy", "--transform=passthrough", "--aggregation=false",
+		"--checkpoint_table=" + copyTable}, common...), "--parallelism=1")
 	staging := t.TempDir()
 	filesFlags := append([]string{"--stream=in", "--staging_dir=" + staging, "--window=" + filesWindow.String(),
 		"--checkpoint_table=" + filesTable}, common...)
@@ -141,16 +147,23 @@ func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 		got, _ := userRecords(t, srv, "out")
 		return got
 	}
+	copies := func() []string {
+		got, _ := userRecords(t, srv, "copy")
+		return got
+	}
 	start := func() []heldJob {
 		count := startPipeline(t, "kinesis-to-kinesis", countFlags...)
 		files := startPipeline(t, "kinesis-to-files", filesFlags...)
+		copier := startPipeline(t, "kinesis-to-kinesis", copyFlags...)
 		count.awaitCheckpoints(t, 1)
 		files.awaitCheckpoints(t, 1)
+		copier.awaitCheckpoints(t, 1)
 		// A job is ready to be killed once it wrote something of its own.
-		counts, staged := len(outputs()), len(parquetFiles(t, staging))
+		counts, staged, copied := len(outputs()), len(parquetFiles(t, staging)), len(copies())
 		return []heldJob{
 			{count, countTable, func() bool { return len(outputs()) > counts }},
 			{files, filesTable, func() bool { return len(parquetFiles(t, staging)) > staged }},
+			{copier, copyTable, func() bool { return len(copies()) > copied }},
 		}
 	}
 
@@ -181,7 +194,39 @@ func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 		t.Errorf("%d of %d records are counted by no count job, e.g. %s", len(lost), len(want), strings.Join(lost[:min(5, len(lost))], ", "))
 	}
 	assertStagedOnce(t, jobs[1].run, staging, want)
+	var copyLost []string
+	copyDups := 0
+	await(t, 2*time.Minute, func() string {
+		return fmt.Sprintf("%d of the %d records put are not in the copy yet", len(copyLost), len(want))
+	}, func() bool {
+		copyLost, copyDups = copyLedger(copies(), want)
+		return len(copyLost) == 0
+	})
+	jobs[2].run.cancel(t)
+	copyLost, copyDups = copyLedger(copies(), want)
+	t.Logf("measured, passthrough: lost %d of %d, duplicates %d", len(copyLost), len(want), copyDups)
+	if len(copyLost) > 0 {
+		t.Errorf("%d of %d records are in no copy, e.g. %s", len(copyLost), len(want), strings.Join(copyLost[:min(5, len(copyLost))], ", "))
+	}
 	t.Logf("measured: %v in all", time.Since(started).Round(time.Millisecond))
+}
+
+// copyLedger compares the records a passthrough job wrote with want: the records of want
+// it did not write, and how many it wrote more than once.
+func copyLedger(out, want []string) (lost []string, dups int) {
+	written := map[string]int{}
+	for _, r := range out {
+		written[r]++
+	}
+	for _, w := range want {
+		switch n := written[w]; {
+		case n == 0:
+			lost = append(lost, w)
+		case n > 1:
+			dups += n - 1
+		}
+	}
+	return lost, dups
 }
 
 // assertStagedOnce waits until the files staged under dir hold every event of want (JSON
