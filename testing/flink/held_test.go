@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
@@ -55,8 +57,8 @@ type heldJob struct {
 	written func() bool
 }
 
-// killMidWindow waits until every job has written output of its own and its table holds a
-// position of every shard of the 4-shard input, lets a window of size open, and a third
+// killMidWindow waits until every job has written output of its own and its table holds
+// positions of at least four shards (the input's four, or after the split their children), lets a window of size open, and a third
 // into it cancels
 // the jobs hard (no savepoint) or, with wholeCluster, kills every TaskManager and the
 // JobManager (kill -9; no HA, so the jobs are gone) and starts them again; either way it
@@ -77,7 +79,7 @@ func killMidWindow(t *testing.T, db *dynamodb.Client, size time.Duration, wholeC
 					n++
 				}
 			}
-			return n == 4
+			return n >= 4
 		})
 	}
 	now := time.Now()
@@ -106,13 +108,14 @@ func killMidWindow(t *testing.T, db *dynamodb.Client, size time.Duration, wholeC
 // kinesis-to-kinesis --transform=count --window=5s, and kinesis-to-files --window=10s
 // staging Parquet; and beside them kinesis-to-kinesis --transform=passthrough, which
 // keeps nothing in state. In the middle of a window, the jobs are first cancelled hard (no
-// savepoint) with their launchers killed; new jobs start on the tables; in the middle of a
+// savepoint) with their launchers killed; the input splits to 8 shards; new jobs start on
+// the tables, reading each parent to its end before its children; in the middle of a
 // window again, every TaskManager and the JobManager are killed (kill -9, no HA, so the
 // jobs are gone) and the cluster started again; third jobs start on the tables. Their
 // open windows die with each kill. When the producer stops, every record put must be
-// counted at least once, copied at least once, and staged exactly once (DuckDB): a new files job re-reads each
-// shard from the first record of a window it had not committed and rewrites that
-// window's files of the shard with the same events.
+// counted at least once, copied at least once, and staged exactly once (DuckDB): a new
+// files job re-reads each shard from the first record of a window it had not committed
+// and rewrites that window's files of the shard with the same events.
 func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 	needCluster(t)
 	components.PythonT(t)
@@ -171,6 +174,12 @@ func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 	prod := startProducer(srv.Client(), "in", 20, 100*time.Millisecond, func(i int) string { return fmt.Sprintf(`{"id":"rec-%06d","ts":%d}`, i, i) })
 	killMidWindow(t, db, filesWindow, false, jobs...)
 	atCancel, filesAtCancel := prod.count(), len(parquetFiles(t, staging))
+	// The input splits from 4 shards to 8 while no job runs: the next jobs read each parent
+	// on from its table position to its end, then its children (parents first).
+	if _, err := srv.Client().UpdateShardCount(context.Background(), &kinesis.UpdateShardCountInput{StreamName: aws.String("in"),
+		TargetShardCount: aws.Int32(8), ScalingType: kinesistypes.ScalingTypeUniformScaling}); err != nil {
+		t.Fatalf("splitting the input: %v", err)
+	}
 	jobs = start()
 	killMidWindow(t, db, filesWindow, true, jobs...)
 	atKill, filesAtKill := prod.count(), len(parquetFiles(t, staging))
