@@ -54,6 +54,26 @@ func setup(t *testing.T, stream string) (*kinesistest.Server, string, []rec) {
 // what it read.
 func readBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.Option) []rec {
 	t.Helper()
+	return runBounded(t, srv, dyn, stream, table, key, func(s beam.Scope, opts []kinesisio.Option) beam.PCollection {
+		return kinesisio.ReadBounded(s, stream, opts...)
+	}, extra...)
+}
+
+// readBoundedWithCommit is readBounded with the held commit (ReadBoundedWithCommit): the
+// positions are committed after the records' sink, here the read's output itself.
+func readBoundedWithCommit(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.Option) []rec {
+	t.Helper()
+	return runBounded(t, srv, dyn, stream, table, key, func(s beam.Scope, opts []kinesisio.Option) beam.PCollection {
+		recs, commit := kinesisio.ReadBoundedWithCommit(s, stream, opts...)
+		commit.After(s, recs)
+		return recs
+	}, extra...)
+}
+
+// runBounded runs the bounded read that read builds on the checkpoint table and returns
+// what it read.
+func runBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, read func(beam.Scope, []kinesisio.Option) beam.PCollection, extra ...kinesisio.Option) []rec {
+	t.Helper()
 	opts := append([]kinesisio.Option{
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion("us-east-1"), kinesisio.WithStaticCredentials("test", "test"),
 		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
@@ -61,7 +81,7 @@ func readBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key 
 		kinesisio.WithCheckpointLeaseDuration(failover),
 	}, extra...)
 	p, s := beam.NewPipelineWithRoot()
-	got := collect(s, key, kinesisio.ReadBounded(s, stream, opts...))
+	got := collect(s, key, read(s, opts))
 	if err := ptest.Run(p); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +213,19 @@ func countsOf(ss []string) map[string]int {
 // alone and reads exactly the children's and the other shard's records after beamkinesis's
 // checkpoints.
 func TestBeamkinesisThenKCLAcrossASplit(t *testing.T) {
-	const stream, table, perShard = "beam-split", "beam-split-app", 40
+	testBeamkinesisThenKCLAcrossASplit(t, "beam-split", "beam-split-app", readBounded)
+}
+
+// TestBeamkinesisHeldCommitThenKCLAcrossASplit is the same with the commit held until
+// after the sink (ReadBoundedWithCommit), which marks the split parent's pendingCheckpoint
+// SHARD_END before its checkpoint: KCL must take the items over as well.
+func TestBeamkinesisHeldCommitThenKCLAcrossASplit(t *testing.T) {
+	testBeamkinesisThenKCLAcrossASplit(t, "beam-held-split", "beam-held-split-app", readBoundedWithCommit)
+}
+
+func testBeamkinesisThenKCLAcrossASplit(t *testing.T, stream, table string,
+	read func(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.Option) []rec) {
+	const perShard = 40
 	components.KCLT(t)
 	srv, err := kinesistest.Start()
 	if err != nil {
@@ -213,7 +245,7 @@ func TestBeamkinesisThenKCLAcrossASplit(t *testing.T) {
 	all := stored(t, srv, stream, aggs)
 
 	start := time.Now()
-	got := readBounded(t, srv, dyn, stream, table, t.Name(), kinesisio.WithMaxRecords(perShard))
+	got := read(t, srv, dyn, stream, table, t.Name(), kinesisio.WithMaxRecords(perShard))
 	byBeam := leases(t, db, table)
 	for id, l := range byBeam {
 		t.Logf("beamkinesis's item of %s: %s", id, describe(l.Item))
