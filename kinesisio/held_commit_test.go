@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
+	"github.com/beamkinesis/beamkinesis/testing/childjob"
 )
 
 func init() {
@@ -164,25 +164,7 @@ func testWindowedJobKilled(t *testing.T, consumer string) {
 
 	dir := t.TempDir()
 	out1, out2 := filepath.Join(dir, "job1.txt"), filepath.Join(dir, "job2.txt")
-	logf, err := os.Create(filepath.Join(dir, "job1.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	child := exec.Command(os.Args[0], "-test.run=^TestWindowedKilledJobChild$", "-test.count=1")
-	child.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s %s %s", windowedKilledJobEnv, srv.URL(), dyn, stream, table, out1, consumer))
-	child.Stdout, child.Stderr = logf, logf
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	defer func() {
-		if child.ProcessState == nil {
-			child.Process.Kill()
-			<-exited
-		}
-	}()
+	child := childjob.Start(t, "TestWindowedKilledJobChild", windowedKilledJobEnv, fmt.Sprintf("%s %s %s %s %s %s", srv.URL(), dyn, stream, table, out1, consumer))
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -203,22 +185,17 @@ func testWindowedJobKilled(t *testing.T, consumer string) {
 	// quarter into a window: records of the open window are read and not written.
 	deadline := time.Now().Add(90 * time.Second)
 	for !committed() || len(slices.Compact(windowEnds(t, out1))) < 2 {
-		select {
-		case err := <-exited:
-			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, logf.Name())
-		default:
+		if ended, err := child.Exited(); ended {
+			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, child.Log)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the first job did not write two windows and commit within 90s; its log is in %s", logf.Name())
+			t.Fatalf("the first job did not write two windows and commit within 90s; its log is in %s", child.Log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	now := time.Now()
 	time.Sleep(now.Truncate(heldTestWindow).Add(heldTestWindow + heldTestWindow/4).Sub(now))
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	child.Kill(t)
 	stop.Store(true)
 	wg.Wait()
 	write("after")

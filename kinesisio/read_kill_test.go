@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+	"github.com/beamkinesis/beamkinesis/testing/childjob"
 )
 
 func init() {
@@ -99,25 +99,7 @@ func TestReadResumesAfterTheJobWasKilled(t *testing.T) {
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "job1.txt")
-	logf, err := os.Create(filepath.Join(dir, "job1.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	child := exec.Command(os.Args[0], "-test.run=^TestKilledJobChild$", "-test.count=1")
-	child.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s %s", killedJobEnv, srv.URL(), dyn, stream, table, out))
-	child.Stdout, child.Stderr = logf, logf
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	defer func() {
-		if child.ProcessState == nil {
-			child.Process.Kill()
-			<-exited
-		}
-	}()
+	child := childjob.Start(t, "TestKilledJobChild", killedJobEnv, fmt.Sprintf("%s %s %s %s %s", srv.URL(), dyn, stream, table, out))
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -141,22 +123,17 @@ func TestReadResumesAfterTheJobWasKilled(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for !committed() || len(readLines(t, out)) < 300 {
-		select {
-		case err := <-exited:
-			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, logf.Name())
-		default:
+		if ended, err := child.Exited(); ended {
+			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, child.Log)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the first job did not commit and read 300 records within 60s; its log is in %s", logf.Name())
+			t.Fatalf("the first job did not commit and read 300 records within 60s; its log is in %s", child.Log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Mid-stream, between commits: the job is reading and writing positions.
 	time.Sleep(700 * time.Millisecond)
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	child.Kill(t)
 	stop.Store(true)
 	wg.Wait()
 	write("after")

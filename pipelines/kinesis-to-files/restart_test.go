@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/testing/childjob"
 	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
@@ -108,25 +108,7 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 	}
 	put(20)
 
-	logf, err := os.Create(filepath.Join(t.TempDir(), "job1.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	child := exec.Command(os.Args[0], "-test.run=^TestKilledStagingJobChild$", "-test.count=1")
-	child.Env = append(os.Environ(), killedJobEnv+"="+strings.Join(args, " "))
-	child.Stdout, child.Stderr = logf, logf
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	defer func() {
-		if child.ProcessState == nil {
-			child.Process.Kill()
-			<-exited
-		}
-	}()
+	child := childjob.Start(t, "TestKilledStagingJobChild", killedJobEnv, strings.Join(args, " "))
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -144,22 +126,17 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 	// quarter into a window: events of the open window are read and not staged.
 	deadline := time.Now().Add(90 * time.Second)
 	for committedCheckpoint(db, table, "shardId-000000000000") == "" || len(stagedFiles(t, dir)) < 3 {
-		select {
-		case err := <-exited:
-			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, logf.Name())
-		default:
+		if ended, err := child.Exited(); ended {
+			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, child.Log)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the first job did not stage three windows and commit within 90s; its log is in %s", logf.Name())
+			t.Fatalf("the first job did not stage three windows and commit within 90s; its log is in %s", child.Log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	now := time.Now()
 	time.Sleep(now.Truncate(restartWindow).Add(restartWindow + restartWindow/4).Sub(now))
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	child.Kill(t)
 	stop.Store(true)
 	wg.Wait()
 	put(20)
