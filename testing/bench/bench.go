@@ -71,6 +71,9 @@ type Config struct {
 	// FlinkEndpoint is the job endpoint of the Flink job server row 10 runs on; row 10
 	// runs only when it is set.
 	FlinkEndpoint string
+	// FlinkREST is the REST API of the cluster behind the job server, where rows 11 and 12
+	// run Flink's own Kinesis consumer.
+	FlinkREST string
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 }

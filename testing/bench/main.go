@@ -69,6 +69,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench: --flink needs the job server's endpoint: $BEAMKINESIS_FLINK_ENDPOINT or --endpoint")
 			os.Exit(2)
 		}
+		cfg.FlinkREST = os.Getenv("BEAMKINESIS_FLINK_REST")
 	}
 	if *verbose {
 		cfg.Log = os.Stderr
@@ -87,8 +88,8 @@ func parseRows(s string) (map[int]bool, error) {
 	out := map[int]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || (n > 8 && n != flinkRow) {
-			return nil, fmt.Errorf("--rows: %q is not a row number 1..8 or %d", f, flinkRow)
+		if err != nil || n < 1 || (n > 8 && !flinkRows[n]) {
+			return nil, fmt.Errorf("--rows: %q is not a row number 1..8 or, with --flink, 10..12", f)
 		}
 		out[n] = true
 	}
