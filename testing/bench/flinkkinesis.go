@@ -1,6 +1,6 @@
 package main
 
-// Rows 11 and 12 (with --flink): Flink's own Kinesis consumer, FlinkKinesisConsumer of
+// Rows 12 to 14 (with --flink): Flink's own Kinesis consumer, FlinkKinesisConsumer of
 // flink-connector-kinesis 1.16.3, in a small job of ours (testing/anchors/flink-kinesis, built
 // by testing/deps/deps.sh flinkkinesis) on the same standalone Flink cluster, against the same
 // kinesistest server, beside this connector's ReadBounded on the Flink job server.
@@ -237,6 +237,9 @@ func (r flinkKinesisRun) steadyRate() float64 {
 	}
 	return float64(r.Counted.Records) / time.Duration(r.Counted.Last-r.Counted.First).Seconds()
 }
+
+// startup is the run request to the first record counted.
+func (r flinkKinesisRun) startup() time.Duration { return time.Unix(0, r.Counted.First).Sub(r.Start) }
 
 // total is the run request to the last record counted.
 func (r flinkKinesisRun) total() time.Duration { return time.Unix(0, r.Counted.Last).Sub(r.Start) }

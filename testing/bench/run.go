@@ -11,7 +11,7 @@ import (
 type Bench struct {
 	cfg  Config
 	read *readSetup
-	// flinkKinesis is the anchor job of rows 11 and 12, uploaded once.
+	// flinkKinesis is the anchor job of rows 12 to 14, uploaded once.
 	flinkKinesis *flinkKinesisJob
 	closers      []func() error
 }
@@ -47,7 +47,8 @@ func (b *Bench) Run(ctx context.Context) ([]Row, error) {
 		{4, b.rowsCodec}, {1, one(b.rowRead)}, {2, one(b.rowDeaggregate)},
 		{0, func(context.Context) ([]Row, error) { b.Close(); return nil, nil }},
 		{3, one(b.rowWrite)}, {5, one(b.rowMemory)}, {6, b.rowsLatency}, {7, one(b.rowIdle)}, {8, b.rowsManyShards},
-		{flinkRow, one(b.rowFlink)}, {flinkKinesisRow, one(b.rowFlinkKinesis)},
+		{flinkRow, one(b.rowFlink)}, {flinkKinesisRow, b.rowsFlinkKinesis}, {flinkScalingRow, b.rowsFlinkScaling},
+		{flinkLatencyRow, one(b.rowFlinkLatency)},
 	}
 	var rows []Row
 	for _, s := range steps {
@@ -56,7 +57,7 @@ func (b *Bench) Run(ctx context.Context) ([]Row, error) {
 			continue
 		}
 		if !b.cfg.row(s.n) || (flinkRows[s.n] && b.cfg.FlinkEndpoint == "" && !b.cfg.Rows[s.n]) {
-			continue // rows 10 to 12 run with --flink only; asked for without it, they fail
+			continue // rows 10 and 12 to 14 run with --flink only; asked for without it, they fail
 		}
 		b.cfg.logf("row %d", s.n)
 		rs, err := s.f(ctx)
