@@ -211,8 +211,7 @@ func (c flinkRESTClient) cancel(ctx context.Context, jobID string) error {
 		if err != nil {
 			return err
 		}
-		switch st {
-		case "CANCELED", "FAILED", "FINISHED":
+		if jobOver(st) {
 			return nil
 		}
 		select {
@@ -221,6 +220,65 @@ func (c flinkRESTClient) cancel(ctx context.Context, jobID string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// jobSummary is one job of /jobs/overview.
+type jobSummary struct {
+	ID    string `json:"jid"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
+// jobs lists the cluster's jobs.
+func (c flinkRESTClient) jobs(ctx context.Context) ([]jobSummary, error) {
+	var out struct {
+		Jobs []jobSummary `json:"jobs"`
+	}
+	err := c.do(ctx, http.MethodGet, "/jobs/overview", "", nil, &out)
+	return out.Jobs, err
+}
+
+// running returns the ids of the cluster's jobs that are not over.
+func (c flinkRESTClient) running(ctx context.Context) (map[string]bool, error) {
+	js, err := c.jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, j := range js {
+		if !jobOver(j.State) {
+			ids[j.ID] = true
+		}
+	}
+	return ids, nil
+}
+
+// cancelNew cancels the jobs that are not over, not in before and whose names do not start
+// with skip: the Beam job the bench submitted through the job server, which does not say
+// its Flink job id.
+func (c flinkRESTClient) cancelNew(ctx context.Context, before map[string]bool, skip string) error {
+	js, err := c.jobs(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, j := range js {
+		if !jobOver(j.State) && !before[j.ID] && !strings.HasPrefix(j.Name, skip) {
+			if err := c.cancel(ctx, j.ID); err != nil {
+				errs = append(errs, fmt.Errorf("cancelling job %s (%s): %w", j.ID, j.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// jobOver reports whether a Flink job state is terminal.
+func jobOver(state string) bool {
+	switch state {
+	case "CANCELED", "FAILED", "FINISHED":
+		return true
+	}
+	return false
 }
 
 // flinkKinesisRun is one run of the anchor job.
@@ -314,7 +372,7 @@ func (j *flinkKinesisJob) run(ctx context.Context, url, stream string, paralleli
 			if err != nil {
 				return r, err
 			}
-			if st == "FAILED" || st == "CANCELED" || st == "FINISHED" {
+			if jobOver(st) {
 				return r, fmt.Errorf("Flink job %s is %s after %d records (the cluster's logs say why)", jobID, st, counted.Records)
 			}
 		}

@@ -96,8 +96,8 @@ func backlogRow(id, name string, ours readRun, theirs flinkKinesisRun, notes str
 			theirs.total().Seconds(), theirs.startup().Seconds()),
 		Ratio:  ours.steadyRate() / theirs.steadyRate(),
 		Target: "≥ 1× (steady)",
-		Notes: fmt.Sprintf("ours/theirs, steady; whole job %.2f×; %s records each (exact counts); better of 2 runs each, alternating%s",
-			ours.rate()/theirs.rate(), group(ours.Records), notes),
+		Notes: fmt.Sprintf("ours/theirs, steady; whole job %.2f×; %s records each (exact counts); at most %d shards emitting at once on our side; better of 2 runs each, alternating%s",
+			ours.rate()/theirs.rate(), group(ours.Records), ours.Overlap, notes),
 		Rate:   ours.steadyRate(),
 		Counts: map[string]int64{"ours": ours.Records, "theirs": theirs.Counted.Records},
 	}
