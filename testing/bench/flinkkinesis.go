@@ -281,6 +281,12 @@ func jobOver(state string) bool {
 	return false
 }
 
+// deleteJar removes an uploaded jar from the cluster (the JobManager keeps each upload,
+// about 90 MB, until it is deleted or the cluster stops).
+func (c flinkRESTClient) deleteJar(ctx context.Context, jarID string) error {
+	return c.do(ctx, http.MethodDelete, "/jars/"+jarID, "", nil, nil)
+}
+
 // flinkKinesisRun is one run of the anchor job.
 type flinkKinesisRun struct {
 	Counted  subtaskStatus
@@ -325,6 +331,13 @@ func newFlinkKinesisJob(ctx context.Context, rest string, log func(string, ...an
 	}
 	log("uploaded %s to %s as %s in %v", jar, rest, id, time.Since(start).Round(time.Millisecond))
 	return &flinkKinesisJob{rest: c, jarID: id, log: log}, nil
+}
+
+// close deletes the uploaded jar.
+func (j *flinkKinesisJob) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return j.rest.deleteJar(ctx, j.jarID)
 }
 
 // run reads stream from url with the anchor job at parallelism until until(counted) holds,

@@ -99,6 +99,11 @@ func TestFlinkKinesisAnchorReadsEveryRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if err := job.close(); err != nil {
+			t.Errorf("deleting the uploaded jar: %v", err)
+		}
+	}()
 	r, err := job.run(ctx, srv.URL(), "anchor", 2, 2*time.Minute, func(s subtaskStatus) bool { return s.Records >= n }, "--latency=true")
 	if err != nil {
 		t.Fatal(err)

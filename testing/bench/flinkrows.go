@@ -199,6 +199,7 @@ func (b *Bench) flinkJob(ctx context.Context) (*flinkKinesisJob, error) {
 			return nil, err
 		}
 		b.flinkKinesis = j
+		b.closers = append(b.closers, j.close)
 	}
 	return b.flinkKinesis, nil
 }

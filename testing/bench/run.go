@@ -26,6 +26,7 @@ func (b *Bench) Close() {
 	}
 	b.closers = nil
 	b.read = nil
+	b.flinkKinesis = nil
 }
 
 // Run measures the selected rows: the codec first, while the process is quiet, then the
