@@ -6,13 +6,14 @@
 //	go run ./testing/bench --quick    # CI sizes (50,000 records), under a minute
 //	go run ./testing/bench --rows 1,3 --cpuprofile cpu.out
 //
-// Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..8, and 10 with --flink), --records (override
+// Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..8, and 10 and 12..14 with --flink), --records (override
 // the read and write size), --cpuprofile PREFIX (one CPU profile per connector pipeline, in
 // PREFIX.<pipeline>, without the data set-up and baselines; read with go tool pprof -top),
 // --memprofile FILE (allocation profile at the end), -v=false (no progress on stderr),
 // --anchors (instead of the rows: the same work done by Beam Java's KinesisIO, built from
 // testing/anchors/java-kinesisio with Maven, side by side with this connector; see anchors.go),
-// --flink (also row 10, on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT).
+// --flink (also rows 10 and 12 to 14, on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT and the
+// cluster behind it at $BEAMKINESIS_FLINK_REST).
 // The table goes to stdout; progress and Prism's logs to stderr.
 //
 // Every figure is a ratio against a baseline taken in the same process at the same time,
@@ -36,6 +37,14 @@
 //  8. ReadBounded over many shards: wall time, memory and calls per shard.
 //  10. With --flink only: ReadBounded on the standalone Flink cluster with --parallelism
 //     equal to the shard count, against the GetRecords loop of row 1 (flink.go).
+//  12. With --flink only: the same read beside Flink's own FlinkKinesisConsumer
+//     (flink-connector-kinesis 1.16.3, in the job of testing/anchors/flink-kinesis, built by
+//     testing/deps/deps.sh flinkkinesis) on the same cluster and server: 12a with the
+//     consumer's defaults, 12b without its 200 ms between GetRecords calls (flinkrows.go).
+//     (Rows 9 and 11 of the README come from go test -bench, not from this program.)
+//  13. With --flink only: 8 shards at parallelism 1 and 2, both connectors: the speed-up.
+//  14. With --flink only: latency put → seen, our streaming Read and FlinkKinesisConsumer
+//     reading one producer's records at the same time (flinklatency.go).
 package main
 
 import (
@@ -71,6 +80,9 @@ type Config struct {
 	// FlinkEndpoint is the job endpoint of the Flink job server row 10 runs on; row 10
 	// runs only when it is set.
 	FlinkEndpoint string
+	// FlinkREST is the REST API of the cluster behind the job server, where rows 12 to 14
+	// run Flink's own Kinesis consumer.
+	FlinkREST string
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 }

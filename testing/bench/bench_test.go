@@ -109,8 +109,13 @@ func TestParseRows(t *testing.T) {
 	if got, err := parseRows("10"); err != nil || len(got) != 1 || !got[flinkRow] {
 		t.Errorf("parseRows(10) = %v, %v, want row 10 (the Flink row)", got, err)
 	}
-	if _, err := parseRows("11"); err == nil {
-		t.Error("parseRows(11) accepted")
+	if got, err := parseRows("12,13,14"); err != nil || len(got) != 3 || !got[flinkKinesisRow] || !got[flinkScalingRow] || !got[flinkLatencyRow] {
+		t.Errorf("parseRows(12,13,14) = %v, %v, want the rows beside Flink's consumer", got, err)
+	}
+	for _, bad := range []string{"11", "15"} { // 11 is a README row from go test -bench
+		if _, err := parseRows(bad); err == nil {
+			t.Errorf("parseRows(%s) accepted", bad)
+		}
 	}
 	if got, err := parseRows(""); err != nil || got != nil {
 		t.Errorf("parseRows(\"\") = %v, %v, want all rows", got, err)

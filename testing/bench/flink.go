@@ -16,6 +16,9 @@ import (
 // flinkRow is the number of the row that needs a Flink job server (--flink).
 const flinkRow = 10
 
+// flinkRows are the rows that run with --flink only.
+var flinkRows = map[int]bool{flinkRow: true, flinkKinesisRow: true, flinkScalingRow: true, flinkLatencyRow: true}
+
 // rowFlink is row 10 (issue #18's row e): ReadBounded from TRIM_HORIZON on the standalone
 // Flink cluster (testing/flink/flink.sh) with --parallelism equal to the stream's shard
 // count, against the goroutine-per-shard GetRecords loop of row 1 over the same stream of

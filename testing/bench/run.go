@@ -9,9 +9,11 @@ import (
 
 // Bench runs the rows of one report, sharing the read server between rows 1 and 2.
 type Bench struct {
-	cfg     Config
-	read    *readSetup
-	closers []func() error
+	cfg  Config
+	read *readSetup
+	// flinkKinesis is the anchor job of rows 12 to 14, uploaded once.
+	flinkKinesis *flinkKinesisJob
+	closers      []func() error
 }
 
 // NewBench returns a Bench for cfg.
@@ -24,6 +26,7 @@ func (b *Bench) Close() {
 	}
 	b.closers = nil
 	b.read = nil
+	b.flinkKinesis = nil
 }
 
 // Run measures the selected rows: the codec first, while the process is quiet, then the
@@ -45,7 +48,8 @@ func (b *Bench) Run(ctx context.Context) ([]Row, error) {
 		{4, b.rowsCodec}, {1, one(b.rowRead)}, {2, one(b.rowDeaggregate)},
 		{0, func(context.Context) ([]Row, error) { b.Close(); return nil, nil }},
 		{3, one(b.rowWrite)}, {5, one(b.rowMemory)}, {6, b.rowsLatency}, {7, one(b.rowIdle)}, {8, b.rowsManyShards},
-		{flinkRow, one(b.rowFlink)},
+		{flinkRow, one(b.rowFlink)}, {flinkKinesisRow, b.rowsFlinkKinesis}, {flinkScalingRow, b.rowsFlinkScaling},
+		{flinkLatencyRow, one(b.rowFlinkLatency)},
 	}
 	var rows []Row
 	for _, s := range steps {
@@ -53,8 +57,8 @@ func (b *Bench) Run(ctx context.Context) ([]Row, error) {
 			_, _ = s.f(ctx)
 			continue
 		}
-		if !b.cfg.row(s.n) || (s.n == flinkRow && b.cfg.FlinkEndpoint == "" && !b.cfg.Rows[flinkRow]) {
-			continue // row 10 runs with --flink only; asked for without it, it fails
+		if !b.cfg.row(s.n) || (flinkRows[s.n] && b.cfg.FlinkEndpoint == "" && !b.cfg.Rows[s.n]) {
+			continue // rows 10 and 12 to 14 run with --flink only; asked for without it, they fail
 		}
 		b.cfg.logf("row %d", s.n)
 		rs, err := s.f(ctx)

@@ -3,7 +3,7 @@
 # cache outside the repository, and prints the environment the tests need to find them
 # (KEY=value lines on standard output; progress goes to standard error).
 #
-#   testing/deps/deps.sh [all|npm|python|java|kcl|flink|jobserver ...]   # default: all
+#   testing/deps/deps.sh [all|npm|python|java|kcl|flink|jobserver|flinkkinesis ...]   # default: all
 #
 # Components:
 #   npm        the npm packages of testing/emulators (package-lock.json): Kinesis emulators,
@@ -14,6 +14,9 @@
 #   java       the Java SDK v2 conformance client (testing/conformance/java-sdkv2), built with
 #              Maven into the cache, offline first (a warm ~/.m2) and online if that fails
 #   kcl        the KCL 3.x consumer of the KCL interop test (testing/kcl), built the same way
+#   flinkkinesis  the bench's Flink Kinesis anchor (testing/anchors/flink-kinesis): a Flink job
+#              reading with Flink's own FlinkKinesisConsumer (flink-connector-kinesis 1.16.3),
+#              shaded into one jar, built the same way
 #
 # Environment:
 #   BEAMKINESIS_CACHE  the cache root (default ${XDG_CACHE_HOME:-~/.cache}/beamkinesis)
@@ -68,12 +71,13 @@ jobserver_deps() {
 }
 
 # maven_build builds the Maven project $1 into $2, passing the build directory as property
-# $3, again only when its pom or a source changed; offline first (a warm ~/.m2), then online.
+# $3, again only when its pom or a source changed or the build's product $4 (default
+# classpath.txt) is missing; offline first (a warm ~/.m2), then online.
 maven_build() {
   command -v mvn >/dev/null || die "mvn is not installed (Maven 3 and a JDK 17 are needed)"
-  local src=$1 out=$2 prop=$3 stamp
+  local src=$1 out=$2 prop=$3 product=${4:-classpath.txt} stamp
   stamp=$(cd "$src" && find pom.xml src -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
-  if [ ! -f "$out/classpath.txt" ] || [ "$(cat "$out/.stamp" 2>/dev/null)" != "$stamp" ]; then
+  if [ ! -f "$out/$product" ] || [ "$(cat "$out/.stamp" 2>/dev/null)" != "$stamp" ]; then
     log "building ${src#"$repo"/} into $out"
     rm -rf "$out"
     (cd "$src" && { mvn -q -B -o "-D$prop=$out" package >&2 ||
@@ -92,6 +96,11 @@ kcl_deps() {
   echo "BEAMKINESIS_KCL=$cache/kcl"
 }
 
+flinkkinesis_deps() {
+  maven_build "$repo/testing/anchors/flink-kinesis" "$cache/flink-kinesis" flinkkinesis.build.dir flink-kinesis-anchor.jar
+  echo "BEAMKINESIS_FLINK_KINESIS_JAR=$cache/flink-kinesis/flink-kinesis-anchor.jar"
+}
+
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(all)
 for part in "${parts[@]}"; do
@@ -103,6 +112,7 @@ for part in "${parts[@]}"; do
     jobserver) jobserver_deps ;;
     java) java_deps ;;
     kcl) kcl_deps ;;
-    *) die "unknown component $part; want all, npm, python, java, kcl, flink or jobserver" ;;
+    flinkkinesis) flinkkinesis_deps ;;
+    *) die "unknown component $part; want all, npm, python, java, kcl, flink, jobserver or flinkkinesis" ;;
   esac
 done
