@@ -332,13 +332,6 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	for i, s := range shards {
 		listed[i] = aws.ToString(s.ShardId)
 	}
-	if !rt.TryClaim(pollClaim{StartMs: pollStart, Listed: listed, ReadStartMs: readStart, EndTimeMs: endTime}) {
-		return sdf.StopProcessing(), rt.GetError()
-	}
-	if rest.ReadStartMs == 0 && endTime > 0 {
-		log.Infof(ctx, "kinesisio: reading stream %s: the records that arrived from %s to %s (WithMaxReadTime %v from this first shard listing, on this worker's clock)",
-			fn.Spec.Stream, formatMs(readStart), formatMs(endTime), fn.Spec.MaxReadTime)
-	}
 	eventTime := mtime.MinTimestamp
 	if rest.LastPollMs > 0 {
 		eventTime = mtime.FromMilliseconds(rest.LastPollMs)
@@ -353,9 +346,23 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 			found = append(found, newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, readStart, endTime))
 		}
 	}
+	// The new shards' leases are taken before the poll is claimed: while the checkpoint
+	// table is unreachable, the poll is not claimed and the shards are found again by the
+	// next one; the shards already read go on.
 	found, read, err := leased(ctx, fn.cp, found)
 	if err != nil {
+		if len(found) > 0 && tableUnreachable(err) {
+			log.Warnf(ctx, "kinesisio: %d new shard(s) of stream %s wait for the checkpoint table; polling again in %v: %v", len(found), fn.Spec.Stream, fn.Spec.Interval, err)
+			return sdf.ResumeProcessingIn(fn.Spec.Interval), nil
+		}
 		return nil, err
+	}
+	if !rt.TryClaim(pollClaim{StartMs: pollStart, Listed: listed, ReadStartMs: readStart, EndTimeMs: endTime}) {
+		return sdf.StopProcessing(), rt.GetError()
+	}
+	if rest.ReadStartMs == 0 && endTime > 0 {
+		log.Infof(ctx, "kinesisio: reading stream %s: the records that arrived from %s to %s (WithMaxReadTime %v from this first shard listing, on this worker's clock)",
+			fn.Spec.Stream, formatMs(readStart), formatMs(endTime), fn.Spec.MaxReadTime)
 	}
 	for i, d := range found {
 		if !read[i] {

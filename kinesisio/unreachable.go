@@ -48,6 +48,10 @@ func tableUnreachable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, leasetable.ErrLeaseGone) || errors.Is(err, leasetable.ErrLeaseLost) {
 		return false
 	}
+	var refused *refusedError
+	if errors.As(err, &refused) {
+		return false
+	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode() {
