@@ -88,8 +88,9 @@ type checkpointer struct {
 
 	mu     sync.Mutex
 	shards map[string]*shardLease
-	// parentsDone holds the shards whose parents were seen at SHARD_END.
-	parentsDone map[string]bool
+	// parentsDone holds the shards whose parents were seen at SHARD_END; parentsFailing
+	// those whose last check of their parents failed (the table did not answer).
+	parentsDone, parentsFailing map[string]bool
 	// renewing says the lease renewer runs (lease.go).
 	renewing bool
 	// children finds a closed shard's children for its SHARD_END item (checkpoint_kcl.go).
@@ -183,7 +184,7 @@ func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointS
 	if err != nil {
 		return nil, err
 	}
-	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, children: childLister{cfg: client}}
+	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, parentsFailing: map[string]bool{}, children: childLister{cfg: client}}
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		if spec.Endpoint != "" {
 			o.BaseEndpoint = aws.String(spec.Endpoint)
@@ -436,9 +437,15 @@ func (r *shardReader) holdForTable(ctx context.Context, rt *sdf.LockRTracker, d 
 	calls.notBefore(key, time.Now().Add(r.spec.PollInterval))
 	p, err := r.cp.parentsPending(ctx, d)
 	if err != nil {
-		log.Warnf(ctx, "%v; checking again in %v", err, r.spec.PollInterval)
+		// One WARN per shard while the table does not answer; the checks go on.
+		if r.cp.parentsCheckFailed(d, true) {
+			log.Warnf(ctx, "%v; checking again every %v", err, r.spec.PollInterval)
+		} else {
+			log.Debugf(ctx, "%v; checking again in %v", err, r.spec.PollInterval)
+		}
 		return sdf.ResumeProcessingIn(r.spec.PollInterval), true, nil
 	}
+	r.cp.parentsCheckFailed(d, false)
 	if p != "" {
 		log.Debugf(ctx, "kinesisio: %v waits for its parent %s to reach SHARD_END in checkpoint table %s", d, p, r.spec.Checkpoint.Table)
 		return sdf.ResumeProcessingIn(r.spec.PollInterval), true, nil
@@ -447,6 +454,22 @@ func (r *shardReader) holdForTable(ctx context.Context, rt *sdf.LockRTracker, d 
 	r.cp.markParentsDone(d)
 	log.Infof(ctx, "kinesisio: the parents of %v are read to their end; reading it", d)
 	return nil, false, nil
+}
+
+// parentsCheckFailed records whether the last check of d's parents failed; it reports
+// whether a failure is the first since the last check that succeeded.
+func (c *checkpointer) parentsCheckFailed(d shardDescriptor, failed bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !failed {
+		delete(c.parentsFailing, d.ShardID)
+		return false
+	}
+	if c.parentsFailing[d.ShardID] {
+		return false
+	}
+	c.parentsFailing[d.ShardID] = true
+	return true
 }
 
 func (c *checkpointer) parentsSeenDone(d shardDescriptor) bool {
