@@ -20,7 +20,8 @@ import (
 
 // Checkpoint table metrics: commits written, DynamoDB calls, latency of a commit's write,
 // lag from the end of the reader call that reached a position to its committed write,
-// SHARD_END commits, leases lost to another owner, lease renewals. Per shard,
+// SHARD_END commits, leases lost to another owner, lease renewals, commits held because the
+// table was unreachable (unreachable.go). Per shard,
 // checkpoint_committed_records_<shard id> counts the user records the committed positions
 // cover. They are reported by the commit step's bundles.
 var (
@@ -31,6 +32,9 @@ var (
 	tableShardEnds  = beam.NewCounter(metricsNamespace, "checkpoint_shard_ends")
 	tableLostLeases = beam.NewCounter(metricsNamespace, "checkpoint_leases_lost")
 	tableRenewals   = beam.NewCounter(metricsNamespace, "checkpoint_lease_renewals")
+	// tableUnavailable counts the commits (and SHARD_END preparations) the table could not
+	// take when they were made; the checkpointer holds and retries them.
+	tableUnavailable = beam.NewCounter(metricsNamespace, "checkpoint_table_unavailable")
 )
 
 // committedRecordsMetric is the name of the per-shard counter of committed records.
@@ -84,12 +88,15 @@ type checkpointer struct {
 
 	mu     sync.Mutex
 	shards map[string]*shardLease
-	// parentsDone holds the shards whose parents were seen at SHARD_END.
-	parentsDone map[string]bool
+	// parentsDone holds the shards whose parents were seen at SHARD_END; parentsFailing
+	// those whose last check of their parents failed (the table did not answer).
+	parentsDone, parentsFailing map[string]bool
 	// renewing says the lease renewer runs (lease.go).
 	renewing bool
 	// children finds a closed shard's children for its SHARD_END item (checkpoint_kcl.go).
 	children childLister
+	// retrying says the retrier of held positions runs (unreachable.go).
+	retrying bool
 
 	stats checkpointStats
 }
@@ -101,6 +108,13 @@ type shardLease struct {
 	lost  *leasetable.LostError
 	// stream is the shard's stream, for log lines.
 	stream string
+	// held is the furthest position the table could not take (unreachable), heldPrepare a
+	// SHARD_END preparation it could not take; heldSince when the first of them failed.
+	// refused is a held write the table answered with a refusal: the next commit returns it.
+	held        *commitToken
+	heldPrepare bool
+	heldSince   time.Time
+	refused     error
 	// written is when this worker last wrote the lease (commit or renewal); calls counts the
 	// reader calls on the shard running now, seen when the last one ended (lease.go).
 	written time.Time
@@ -110,8 +124,8 @@ type shardLease struct {
 
 // checkpointStats are counted on any goroutine and moved into Beam metrics by flush.
 type checkpointStats struct {
-	commits, calls, shardEnds, lost, renewals atomic.Int64
-	latency, lag                              statQueue
+	commits, calls, shardEnds, lost, renewals, unavailable atomic.Int64
+	latency, lag                                           statQueue
 
 	mu sync.Mutex
 	// records holds, per shard, the user records covered by commits not yet reported.
@@ -170,7 +184,7 @@ func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointS
 	if err != nil {
 		return nil, err
 	}
-	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, children: childLister{cfg: client}}
+	c := &checkpointer{spec: spec, shards: map[string]*shardLease{}, parentsDone: map[string]bool{}, parentsFailing: map[string]bool{}, children: childLister{cfg: client}}
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		if spec.Endpoint != "" {
 			o.BaseEndpoint = aws.String(spec.Endpoint)
@@ -206,21 +220,39 @@ func (c *checkpointer) shard(id string) *shardLease {
 // commit writes tok's position (or SHARD_END) as its shard's checkpoint. commitFn calls it
 // once the runner handed it the token: after the runner committed the bundle that read up
 // to it. A lease another owner took is logged and ends the shard's commits (nil). A write
-// that fails otherwise is returned: the token may be the shard's last (its SHARD_END, which
-// its children wait for, or a bounded read's end), so it must not be dropped; commitFn
-// fails its bundle and the runner delivers the token again.
+// the table cannot take because it is unreachable is held and retried (unreachable.go):
+// the token may be the shard's last (its SHARD_END, which its children wait for, or a
+// bounded read's end), so it is never dropped. A write the table refuses is returned.
 func (c *checkpointer) commit(ctx context.Context, tok commitToken) error {
-	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
-	defer cancel()
 	s := c.shard(tok.ShardID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lost != nil {
 		return nil
 	}
-	if s.lease.ShardID == "" {
-		s.lease.ShardID = tok.ShardID
+	if err := s.refused; err != nil {
+		return err
 	}
+	if s.lease.ShardID == "" {
+		s.lease.ShardID, s.stream = tok.ShardID, tok.Stream
+	}
+	if s.held != nil {
+		// The table is unreachable: the retrier writes the furthest position once it answers.
+		c.holdLocked(ctx, s, tok, nil)
+		return nil
+	}
+	err := c.writeLocked(ctx, s, tok)
+	if err != nil && tableUnreachable(err) {
+		c.holdLocked(ctx, s, tok, err)
+		return nil
+	}
+	return err
+}
+
+// writeLocked writes tok's position to s's lease. s.mu is held.
+func (c *checkpointer) writeLocked(ctx context.Context, s *shardLease, tok commitToken) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
 	var children []string
 	if tok.Seq == leasetable.ShardEnd && s.lease.Checkpoint != leasetable.ShardEnd {
 		children = c.childrenOf(ctx, tok.Stream, tok.ShardID)
@@ -262,17 +294,37 @@ func (c *checkpointer) commit(ctx context.Context, tok commitToken) error {
 // (held.go) got its SHARD_END token, so the runner committed the read to the shard's end,
 // and children may be read; the checkpoint itself moves once the sinks wrote the records.
 func (c *checkpointer) prepareShardEnd(ctx context.Context, tok commitToken) error {
-	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
-	defer cancel()
 	s := c.shard(tok.ShardID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lost != nil {
 		return nil
 	}
-	if s.lease.ShardID == "" {
-		s.lease.ShardID = tok.ShardID
+	if err := s.refused; err != nil {
+		return err
 	}
+	if s.lease.ShardID == "" {
+		s.lease.ShardID, s.stream = tok.ShardID, tok.Stream
+	}
+	if s.held != nil || s.heldPrepare {
+		s.heldPrepare = true
+		c.stats.unavailable.Add(1)
+		return nil
+	}
+	err := c.prepareLocked(ctx, s, tok.Stream)
+	if err != nil && tableUnreachable(err) {
+		s.heldPrepare = true
+		c.holdStartedLocked(ctx, s, "SHARD_END (prepared)", err)
+		return nil
+	}
+	return err
+}
+
+// prepareLocked writes SHARD_END as s's prepared checkpoint. s.mu is held.
+func (c *checkpointer) prepareLocked(ctx context.Context, s *shardLease, stream string) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	tok := commitToken{Stream: stream, ShardID: s.lease.ShardID}
 	l, err := c.table.Prepare(ctx, s.lease, c.spec.Owner, leasetable.ShardEnd)
 	var lost *leasetable.LostError
 	switch {
@@ -310,6 +362,9 @@ func (c *checkpointer) flush(ctx context.Context) {
 	}
 	if n := c.stats.renewals.Swap(0); n > 0 {
 		tableRenewals.Inc(ctx, n)
+	}
+	if n := c.stats.unavailable.Swap(0); n > 0 {
+		tableUnavailable.Inc(ctx, n)
 	}
 	c.stats.mu.Lock()
 	records := c.stats.records
@@ -382,9 +437,15 @@ func (r *shardReader) holdForTable(ctx context.Context, rt *sdf.LockRTracker, d 
 	calls.notBefore(key, time.Now().Add(r.spec.PollInterval))
 	p, err := r.cp.parentsPending(ctx, d)
 	if err != nil {
-		log.Warnf(ctx, "%v; checking again in %v", err, r.spec.PollInterval)
+		// One WARN per shard while the table does not answer; the checks go on.
+		if r.cp.parentsCheckFailed(d, true) {
+			log.Warnf(ctx, "%v; checking again every %v", err, r.spec.PollInterval)
+		} else {
+			log.Debugf(ctx, "%v; checking again in %v", err, r.spec.PollInterval)
+		}
 		return sdf.ResumeProcessingIn(r.spec.PollInterval), true, nil
 	}
+	r.cp.parentsCheckFailed(d, false)
 	if p != "" {
 		log.Debugf(ctx, "kinesisio: %v waits for its parent %s to reach SHARD_END in checkpoint table %s", d, p, r.spec.Checkpoint.Table)
 		return sdf.ResumeProcessingIn(r.spec.PollInterval), true, nil
@@ -393,6 +454,22 @@ func (r *shardReader) holdForTable(ctx context.Context, rt *sdf.LockRTracker, d 
 	r.cp.markParentsDone(d)
 	log.Infof(ctx, "kinesisio: the parents of %v are read to their end; reading it", d)
 	return nil, false, nil
+}
+
+// parentsCheckFailed records whether the last check of d's parents failed; it reports
+// whether a failure is the first since the last check that succeeded.
+func (c *checkpointer) parentsCheckFailed(d shardDescriptor, failed bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !failed {
+		delete(c.parentsFailing, d.ShardID)
+		return false
+	}
+	if c.parentsFailing[d.ShardID] {
+		return false
+	}
+	c.parentsFailing[d.ShardID] = true
+	return true
 }
 
 func (c *checkpointer) parentsSeenDone(d shardDescriptor) bool {

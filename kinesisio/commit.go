@@ -192,10 +192,12 @@ func tokens(cp *checkpointer, cut windowCut, d shardDescriptor, emit func(beam.E
 }
 
 // commitSpec is what commitFn needs: the Kinesis client's region and credentials (the
-// table's too) and the table.
+// table's too) and the table. Bounded says the read ends (ReadBounded): its bundles wait
+// for the positions the table could not take (unreachable.go) before they finish.
 type commitSpec struct {
 	Client     clientConfig
 	Checkpoint checkpointSpec
+	Bounded    bool
 }
 
 // commitFn writes the commit tokens of the shard readers to the checkpoint table. It
@@ -247,10 +249,11 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 	return nil
 }
 
-// FinishBundle writes the bundle's positions and reports the table's metrics. A write that
-// fails (after the DynamoDB client's retries) fails the bundle, so that the runner retries
-// it with the same tokens; the writes are conditional and never move a position back, so
-// the retry rewrites nothing that was already written.
+// FinishBundle writes the bundle's positions and reports the table's metrics. A position
+// the table cannot take because it is unreachable is held by the checkpointer, which writes
+// it once the table answers again (unreachable.go), so the read goes on; a bounded read's
+// bundle waits for its held positions, up to heldWaitBounded. A write the table refuses
+// (validation, a deleted item, denied access) fails the bundle.
 func (fn *commitFn) FinishBundle(ctx context.Context) error {
 	// The shards' writes go out together: a bundle takes one DynamoDB round trip, not one
 	// per shard.
@@ -269,12 +272,21 @@ func (fn *commitFn) FinishBundle(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	shards := make([]string, 0, len(fn.pending))
+	for _, tok := range fn.pending {
+		shards = append(shards, tok.ShardID)
+	}
 	fn.pending = nil
 	if fn.cp != nil {
 		fn.cp.flush(ctx)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("kinesisio: checkpoint table %s: %d of the bundle's commits failed; the runner retries the bundle: %w", fn.Spec.Checkpoint.Table, len(errs), err)
+		return fmt.Errorf("kinesisio: checkpoint table %s: %d of the bundle's commits failed: %w", fn.Spec.Checkpoint.Table, len(errs), err)
+	}
+	if fn.Spec.Bounded && fn.cp != nil {
+		err := fn.cp.awaitHeld(ctx, shards, heldWaitBounded)
+		fn.cp.flush(ctx)
+		return err
 	}
 	return nil
 }

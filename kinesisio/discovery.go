@@ -237,6 +237,8 @@ type discoverFn struct {
 
 	client *kinesis.Client
 	cp     *checkpointer
+	// tableWait is when new shards began to wait for an unreachable checkpoint table.
+	tableWait time.Time
 }
 
 // Setup creates the Kinesis client and opens the checkpoint table.
@@ -332,13 +334,6 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	for i, s := range shards {
 		listed[i] = aws.ToString(s.ShardId)
 	}
-	if !rt.TryClaim(pollClaim{StartMs: pollStart, Listed: listed, ReadStartMs: readStart, EndTimeMs: endTime}) {
-		return sdf.StopProcessing(), rt.GetError()
-	}
-	if rest.ReadStartMs == 0 && endTime > 0 {
-		log.Infof(ctx, "kinesisio: reading stream %s: the records that arrived from %s to %s (WithMaxReadTime %v from this first shard listing, on this worker's clock)",
-			fn.Spec.Stream, formatMs(readStart), formatMs(endTime), fn.Spec.MaxReadTime)
-	}
 	eventTime := mtime.MinTimestamp
 	if rest.LastPollMs > 0 {
 		eventTime = mtime.FromMilliseconds(rest.LastPollMs)
@@ -353,9 +348,31 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 			found = append(found, newShardDescriptor(fn.Spec.Stream, s, fn.Spec.Start, readStart, endTime))
 		}
 	}
-	found, read, err := leased(ctx, fn.cp, found)
+	// The new shards' leases are taken before the poll is claimed: while the checkpoint
+	// table is unreachable, the poll is not claimed and the shards are found again by the
+	// next one; the shards already read go on.
+	leasedFound, read, err := leased(ctx, fn.cp, found)
 	if err != nil {
+		if tableUnreachable(err) {
+			if fn.tableWait.IsZero() {
+				fn.tableWait = time.Now()
+				log.Warnf(ctx, "kinesisio: checkpoint table %s unreachable; %d new shard(s) of stream %s wait for their leases, the shards already leased are read on; polling again every %v: %v", fn.Spec.Checkpoint.Table, len(found), fn.Spec.Stream, fn.Spec.Interval, err)
+			}
+			return sdf.ResumeProcessingIn(fn.Spec.Interval), nil
+		}
 		return nil, err
+	}
+	if !fn.tableWait.IsZero() {
+		log.Infof(ctx, "kinesisio: checkpoint table %s reachable again after %v: leased %d new shard(s) of stream %s", fn.Spec.Checkpoint.Table, time.Since(fn.tableWait).Round(time.Second), len(found), fn.Spec.Stream)
+		fn.tableWait = time.Time{}
+	}
+	found = leasedFound
+	if !rt.TryClaim(pollClaim{StartMs: pollStart, Listed: listed, ReadStartMs: readStart, EndTimeMs: endTime}) {
+		return sdf.StopProcessing(), rt.GetError()
+	}
+	if rest.ReadStartMs == 0 && endTime > 0 {
+		log.Infof(ctx, "kinesisio: reading stream %s: the records that arrived from %s to %s (WithMaxReadTime %v from this first shard listing, on this worker's clock)",
+			fn.Spec.Stream, formatMs(readStart), formatMs(endTime), fn.Spec.MaxReadTime)
 	}
 	for i, d := range found {
 		if !read[i] {

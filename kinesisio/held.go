@@ -331,7 +331,13 @@ func (fn *heldCommitFn) OnTimer(ctx context.Context, _ beam.EventTime, sp state.
 	}
 	if n > 0 {
 		if err := fn.cp.commit(ctx, commit); err != nil {
-			return fmt.Errorf("kinesisio: checkpoint table %s: the held commit failed; the runner retries the timer: %w", fn.Spec.Checkpoint.Table, err)
+			return fmt.Errorf("kinesisio: checkpoint table %s: the held commit failed: %w", fn.Spec.Checkpoint.Table, err)
+		}
+		if fn.Spec.Bounded {
+			if err := fn.cp.awaitHeld(ctx, []string{commit.ShardID}, heldWaitBounded); err != nil {
+				fn.cp.flush(ctx)
+				return err
+			}
 		}
 		fn.cp.flush(ctx)
 	}

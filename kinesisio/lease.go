@@ -85,10 +85,16 @@ func (c *checkpointer) acquireAll(ctx context.Context, ds []shardDescriptor) ([]
 
 // refuse is the error of a job that found d's lease held by a live owner.
 func (c *checkpointer) refuse(ctx context.Context, d shardDescriptor, seen, cur leasetable.Lease) error {
-	err := fmt.Errorf("kinesisio: checkpoint table %s: shard %s of stream %s is leased by owner %q, which is alive (its lease counter went from %d to %d within %v); this job (owner %q) refuses to read alongside it: stop that job first, or take its leases over with WithCheckpointTakeover(true)", c.spec.Table, d.ShardID, d.Stream, cur.Owner, seen.Counter, cur.Counter, c.spec.LeaseDuration, c.spec.Owner)
+	err := &refusedError{fmt.Sprintf("kinesisio: checkpoint table %s: shard %s of stream %s is leased by owner %q, which is alive (its lease counter went from %d to %d within %v); this job (owner %q) refuses to read alongside it: stop that job first, or take its leases over with WithCheckpointTakeover(true)", c.spec.Table, d.ShardID, d.Stream, cur.Owner, seen.Counter, cur.Counter, c.spec.LeaseDuration, c.spec.Owner)}
 	log.Error(ctx, err.Error())
 	return err
 }
+
+// refusedError is the error of a job that refuses to read alongside a live owner: an
+// answer of the table, not a failure to reach it.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
 
 // takeExpired takes seen, a lease whose counter stood still for a lease duration; if it
 // moved after all, the job refuses.

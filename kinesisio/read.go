@@ -73,20 +73,20 @@ func buildRead(s beam.Scope, name, stream string, opts []Option, bounded, held b
 		spec = &fn.Spec
 	}
 	if !held {
-		commitPositions(s, cfg, tokens)
+		commitPositions(s, cfg, tokens, bounded)
 		return recs, nil
 	}
-	return recs, &commitHandle{tokens: tokens, spec: commitSpec{Client: cfg.client, Checkpoint: newCheckpointSpec(cfg)}, read: spec}
+	return recs, &commitHandle{tokens: tokens, spec: commitSpec{Client: cfg.client, Checkpoint: newCheckpointSpec(cfg), Bounded: bounded}, read: spec}
 }
 
 // commitPositions writes the readers' commit tokens to the checkpoint table, behind a
 // fusion break (commit.go); without a table there are none.
-func commitPositions(s beam.Scope, cfg config, tokens beam.PCollection) {
+func commitPositions(s beam.Scope, cfg config, tokens beam.PCollection, bounded bool) {
 	if cfg.read.checkpointTable == "" {
 		return
 	}
 	s = s.Scope("commit")
-	beam.ParDo0(s, &commitFn{Spec: commitSpec{Client: cfg.client, Checkpoint: newCheckpointSpec(cfg)}}, beam.Reshuffle(s, tokens))
+	beam.ParDo0(s, &commitFn{Spec: commitSpec{Client: cfg.client, Checkpoint: newCheckpointSpec(cfg), Bounded: bounded}}, beam.Reshuffle(s, tokens))
 }
 
 // shardFn holds what the unbounded and the bounded shard readers share: their

@@ -35,7 +35,7 @@ func (t *Table) Renew(ctx context.Context, known Lease, owner string) (Lease, er
 			return cur, err
 		}
 		if !ok {
-			return cur, fmt.Errorf("leasetable: the lease of %s is gone from table %s (deleted while the read ran?)", known.ShardID, t.name)
+			return cur, fmt.Errorf("leasetable: the lease of %s is gone from table %s (deleted while the read ran?): %w", known.ShardID, t.name, ErrLeaseGone)
 		}
 		cur, fresh = l, true
 	}
@@ -98,7 +98,7 @@ func (t *Table) Prepare(ctx context.Context, known Lease, owner, pending string)
 			return cur, err
 		}
 		if !ok {
-			return cur, fmt.Errorf("leasetable: the lease of %s is gone from table %s (deleted while the read ran?)", known.ShardID, t.name)
+			return cur, fmt.Errorf("leasetable: the lease of %s is gone from table %s (deleted while the read ran?): %w", known.ShardID, t.name, ErrLeaseGone)
 		}
 		cur, fresh = l, true
 	}

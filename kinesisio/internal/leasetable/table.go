@@ -116,6 +116,9 @@ func IsSequence(checkpoint string) bool { return rank(checkpoint) == 1 }
 // ErrLeaseLost says another owner holds the shard's lease now.
 var ErrLeaseLost = errors.New("leasetable: the lease is held by another owner")
 
+// ErrLeaseGone says the shard's item is no longer in the table.
+var ErrLeaseGone = errors.New("leasetable: the lease item is gone")
+
 // LostError is the ErrLeaseLost of one shard: who holds the lease now.
 type LostError struct {
 	ShardID string
@@ -301,7 +304,7 @@ func (t *Table) Commit(ctx context.Context, known Lease, owner string, pos Posit
 			return cur, err
 		}
 		if !ok {
-			return cur, fmt.Errorf("leasetable: the lease of %s is gone from table %s (deleted while the read ran?)", known.ShardID, t.name)
+			return cur, fmt.Errorf("leasetable: the lease of %s is gone from table %s (deleted while the read ran?): %w", known.ShardID, t.name, ErrLeaseGone)
 		}
 		cur, fresh = l, true
 	}

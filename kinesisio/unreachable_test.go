@@ -1,0 +1,87 @@
+package kinesisio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
+)
+
+// A held position only moves forward: an earlier token adds its records and changes
+// nothing else, SHARD_END replaces any sequence number and nothing replaces it.
+func TestAHeldPositionNeverMovesBack(t *testing.T) {
+	ctx := context.Background()
+	c := &checkpointer{spec: checkpointSpec{Table: "t"}, shards: map[string]*shardLease{}}
+	s := c.shard("shardId-000000000001")
+	s.held = &commitToken{ShardID: "shardId-000000000001", Seq: "200", Records: 2}
+	steps := []struct {
+		tok     commitToken
+		wantSeq string
+	}{
+		{commitToken{Seq: "100", Records: 1}, "200"},
+		{commitToken{Seq: "300", Records: 4}, "300"},
+		{commitToken{Seq: leasetable.ShardEnd, Records: 5}, leasetable.ShardEnd},
+		{commitToken{Seq: "400", Records: 7}, leasetable.ShardEnd},
+	}
+	for i, st := range steps {
+		st.tok.ShardID = "shardId-000000000001"
+		c.holdLocked(ctx, s, st.tok, nil)
+		if s.held.Seq != st.wantSeq {
+			t.Fatalf("step %d: held %s, want %s", i, s.held.Seq, st.wantSeq)
+		}
+	}
+	if s.held.Records != 19 {
+		t.Errorf("held position covers %d records, want 19 (every token's)", s.held.Records)
+	}
+	if n := c.stats.unavailable.Load(); n != 4 {
+		t.Errorf("checkpoint_table_unavailable %d, want 4", n)
+	}
+}
+
+// A bounded read's commit waits for its held positions, then fails naming the table and
+// the shards.
+func TestABoundedCommitFailsWhenItsPositionsStayHeld(t *testing.T) {
+	c := &checkpointer{spec: checkpointSpec{Table: "positions"}, shards: map[string]*shardLease{}}
+	c.shard("shardId-000000000002").heldPrepare = true
+	c.shard("shardId-000000000003")
+	start := time.Now()
+	err := c.awaitHeld(context.Background(), []string{"shardId-000000000003", "shardId-000000000002"}, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "positions") || !strings.Contains(err.Error(), "shardId-000000000002") || strings.Contains(err.Error(), "shardId-000000000003") {
+		t.Fatalf("awaitHeld: %v; want an error naming table positions and shard 2 only", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("awaitHeld gave up after %v, before its budget", d)
+	}
+	if err := c.awaitHeld(context.Background(), []string{"shardId-000000000003"}, time.Minute); err != nil {
+		t.Errorf("awaitHeld of a shard with nothing held: %v", err)
+	}
+}
+
+// What counts as an unreachable table, and what as its answer.
+func TestTableUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
+		{context.DeadlineExceeded, true},
+		{&smithy.GenericAPIError{Code: "ThrottlingException"}, true},
+		{&smithy.GenericAPIError{Code: "InternalServerError", Fault: smithy.FaultServer}, true},
+		{&smithy.GenericAPIError{Code: "ValidationException", Fault: smithy.FaultClient}, false},
+		{&smithy.GenericAPIError{Code: "ResourceNotFoundException", Fault: smithy.FaultClient}, false},
+		{fmt.Errorf("gone: %w", leasetable.ErrLeaseGone), false},
+		{&leasetable.LostError{ShardID: "s"}, false},
+		{&refusedError{"live owner"}, false},
+		{context.Canceled, false},
+	} {
+		if got := tableUnreachable(tc.err); got != tc.want {
+			t.Errorf("tableUnreachable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
