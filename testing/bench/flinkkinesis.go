@@ -8,17 +8,16 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/beamkinesis/beamkinesis/testing/flink/flinkrest"
 )
 
 // EnvFlinkKinesisJar names the jar of testing/anchors/flink-kinesis (deps.sh flinkkinesis
@@ -115,95 +114,20 @@ func parseArrivals(b []byte, got map[uint64]int64) error {
 
 // flinkRESTClient is the part of Flink's REST API the anchor job needs: upload a jar, run
 // it, watch and cancel the job.
-type flinkRESTClient struct{ base string }
-
-func (c flinkRESTClient) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.base, "/")+path, body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s %s: decoding %q: %w", method, path, b, err)
-		}
-	}
-	return nil
-}
-
-// upload sends the jar to /jars/upload and returns its id for /jars/<id>/run.
-func (c flinkRESTClient) upload(ctx context.Context, jar string) (string, error) {
-	f, err := os.Open(jar)
-	if err != nil {
-		return "", fmt.Errorf("opening %s: %w", jar, err)
-	}
-	defer f.Close()
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
-		part, err := mw.CreateFormFile("jarfile", filepath.Base(jar))
-		if err == nil {
-			_, err = io.Copy(part, f)
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
-	var out struct {
-		Filename string `json:"filename"`
-		Status   string `json:"status"`
-	}
-	if err := c.do(ctx, http.MethodPost, "/jars/upload", mw.FormDataContentType(), pr, &out); err != nil {
-		return "", err
-	}
-	if out.Filename == "" {
-		return "", fmt.Errorf("POST /jars/upload: no file name in the answer (status %q)", out.Status)
-	}
-	return filepath.Base(out.Filename), nil
-}
-
-// run starts the uploaded jar with program arguments and returns the job id.
-func (c flinkRESTClient) run(ctx context.Context, jarID string, args []string) (string, error) {
-	body, err := json.Marshal(map[string]any{"programArgsList": args})
-	if err != nil {
-		return "", fmt.Errorf("encoding the run request: %w", err)
-	}
-	var out struct {
-		JobID string `json:"jobid"`
-	}
-	if err := c.do(ctx, http.MethodPost, "/jars/"+jarID+"/run", "application/json", bytes.NewReader(body), &out); err != nil {
-		return "", err
-	}
-	return out.JobID, nil
-}
+type flinkRESTClient struct{ c *flinkrest.Cluster }
 
 // state returns the job's state (RUNNING, FAILED, ...).
 func (c flinkRESTClient) state(ctx context.Context, jobID string) (string, error) {
 	var out struct {
 		State string `json:"state"`
 	}
-	err := c.do(ctx, http.MethodGet, "/jobs/"+jobID, "", nil, &out)
+	err := c.c.Call(ctx, http.MethodGet, "/jobs/"+jobID, nil, &out)
 	return out.State, err
 }
 
 // cancel cancels the job and waits until it is no longer running.
 func (c flinkRESTClient) cancel(ctx context.Context, jobID string) error {
-	if err := c.do(ctx, http.MethodPatch, "/jobs/"+jobID+"?mode=cancel", "", nil, nil); err != nil {
+	if err := c.c.Cancel(ctx, jobID); err != nil {
 		return err
 	}
 	for {
@@ -222,25 +146,9 @@ func (c flinkRESTClient) cancel(ctx context.Context, jobID string) error {
 	}
 }
 
-// jobSummary is one job of /jobs/overview.
-type jobSummary struct {
-	ID    string `json:"jid"`
-	Name  string `json:"name"`
-	State string `json:"state"`
-}
-
-// jobs lists the cluster's jobs.
-func (c flinkRESTClient) jobs(ctx context.Context) ([]jobSummary, error) {
-	var out struct {
-		Jobs []jobSummary `json:"jobs"`
-	}
-	err := c.do(ctx, http.MethodGet, "/jobs/overview", "", nil, &out)
-	return out.Jobs, err
-}
-
 // running returns the ids of the cluster's jobs that are not over.
 func (c flinkRESTClient) running(ctx context.Context) (map[string]bool, error) {
-	js, err := c.jobs(ctx)
+	js, err := c.c.Jobs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +165,7 @@ func (c flinkRESTClient) running(ctx context.Context) (map[string]bool, error) {
 // with skip: the Beam job the bench submitted through the job server, which does not say
 // its Flink job id.
 func (c flinkRESTClient) cancelNew(ctx context.Context, before map[string]bool, skip string) error {
-	js, err := c.jobs(ctx)
+	js, err := c.c.Jobs(ctx)
 	if err != nil {
 		return err
 	}
@@ -279,12 +187,6 @@ func jobOver(state string) bool {
 		return true
 	}
 	return false
-}
-
-// deleteJar removes an uploaded jar from the cluster (the JobManager keeps each upload,
-// about 90 MB, until it is deleted or the cluster stops).
-func (c flinkRESTClient) deleteJar(ctx context.Context, jarID string) error {
-	return c.do(ctx, http.MethodDelete, "/jars/"+jarID, "", nil, nil)
 }
 
 // flinkKinesisRun is one run of the anchor job.
@@ -323,9 +225,9 @@ func newFlinkKinesisJob(ctx context.Context, rest string, log func(string, ...an
 	if err != nil {
 		return nil, err
 	}
-	c := flinkRESTClient{base: rest}
+	c := flinkRESTClient{&flinkrest.Cluster{REST: rest}}
 	start := time.Now()
-	id, err := c.upload(ctx, jar)
+	id, err := c.c.UploadJar(ctx, jar)
 	if err != nil {
 		return nil, fmt.Errorf("uploading the Flink Kinesis anchor: %w", err)
 	}
@@ -337,7 +239,7 @@ func newFlinkKinesisJob(ctx context.Context, rest string, log func(string, ...an
 func (j *flinkKinesisJob) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return j.rest.deleteJar(ctx, j.jarID)
+	return j.rest.c.DeleteJar(ctx, j.jarID)
 }
 
 // run reads stream from url with the anchor job at parallelism until until(counted) holds,
@@ -356,7 +258,7 @@ func (j *flinkKinesisJob) run(ctx context.Context, url, stream string, paralleli
 	}
 	args := append([]string{"--endpoint=" + url, "--stream=" + stream, "--parallelism=" + strconv.Itoa(parallelism), "--out=" + dir}, extra...)
 	r := flinkKinesisRun{Start: time.Now()}
-	jobID, err := j.rest.run(ctx, j.jarID, args)
+	jobID, err := j.rest.c.RunJar(ctx, j.jarID, args)
 	if err != nil {
 		return r, fmt.Errorf("running the Flink Kinesis anchor: %w", err)
 	}

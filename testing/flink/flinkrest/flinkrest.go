@@ -1,7 +1,7 @@
 // Package flinkrest drives the standalone Flink cluster of testing/flink/cluster.sh for the
-// Flink tests and the Flink soak: the parts of Flink's REST API they read (jobs, checkpoint
-// statistics, exception history, savepoints) and the script's verbs that kill and restart
-// TaskManagers.
+// Flink tests, the Flink soak and the bench: the parts of Flink's REST API they use (jobs,
+// checkpoint statistics, exception history, savepoints, jar uploads and runs) and the
+// script's verbs that kill and restart TaskManagers.
 package flinkrest
 
 import (
@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -49,11 +51,17 @@ func (c *Cluster) Call(ctx context.Context, method, path string, body, out any) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.REST, "/")+path, r)
+	return c.send(ctx, method, path, "application/json", r, out)
+}
+
+// send sends method path with body of contentType and decodes the JSON answer into out
+// unless out is nil.
+func (c *Cluster) send(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.REST, "/")+path, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
@@ -75,20 +83,83 @@ func (c *Cluster) Call(ctx context.Context, method, path string, body, out any) 
 	return nil
 }
 
-// JobStates returns the state (RUNNING, FINISHED, ...) of every job the cluster knows, by
-// job id.
-func (c *Cluster) JobStates(ctx context.Context) (map[string]string, error) {
+// UploadJar sends the jar at path to /jars/upload and returns its id for RunJar. The
+// JobManager keeps the upload until DeleteJar or its end.
+func (c *Cluster) UploadJar(ctx context.Context, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer f.Close()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		part, err := mw.CreateFormFile("jarfile", filepath.Base(path))
+		if err == nil {
+			_, err = io.Copy(part, f)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	var out struct {
+		Filename string `json:"filename"`
+		Status   string `json:"status"`
+	}
+	if err := c.send(ctx, http.MethodPost, "/jars/upload", mw.FormDataContentType(), pr, &out); err != nil {
+		pr.CloseWithError(err)
+		return "", err
+	}
+	if out.Filename == "" {
+		return "", fmt.Errorf("POST /jars/upload: no file name in the answer (status %q)", out.Status)
+	}
+	return filepath.Base(out.Filename), nil
+}
+
+// RunJar starts the uploaded jar with program arguments and returns the job's id.
+func (c *Cluster) RunJar(ctx context.Context, jar string, args []string) (string, error) {
+	var out struct {
+		JobID string `json:"jobid"`
+	}
+	if err := c.Call(ctx, http.MethodPost, "/jars/"+jar+"/run", map[string]any{"programArgsList": args}, &out); err != nil {
+		return "", err
+	}
+	return out.JobID, nil
+}
+
+// DeleteJar removes an uploaded jar from the JobManager.
+func (c *Cluster) DeleteJar(ctx context.Context, jar string) error {
+	return c.Call(ctx, http.MethodDelete, "/jars/"+jar, nil, nil)
+}
+
+// Job is one job of /jobs/overview.
+type Job struct {
+	ID    string `json:"jid"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
+// Jobs lists every job the cluster knows.
+func (c *Cluster) Jobs(ctx context.Context) ([]Job, error) {
 	var ov struct {
-		Jobs []struct {
-			ID    string `json:"jid"`
-			State string `json:"state"`
-		} `json:"jobs"`
+		Jobs []Job `json:"jobs"`
 	}
 	if err := c.Call(ctx, http.MethodGet, "/jobs/overview", nil, &ov); err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(ov.Jobs))
-	for _, j := range ov.Jobs {
+	return ov.Jobs, nil
+}
+
+// JobStates returns the state (RUNNING, FINISHED, ...) of every job the cluster knows, by
+// job id.
+func (c *Cluster) JobStates(ctx context.Context) (map[string]string, error) {
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(jobs))
+	for _, j := range jobs {
 		out[j.ID] = j.State
 	}
 	return out, nil
