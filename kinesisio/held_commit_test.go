@@ -183,16 +183,9 @@ func testWindowedJobKilled(t *testing.T, consumer string) {
 	}
 	// Wait until the job has written two windows and committed positions, then kill it a
 	// quarter into a window: records of the open window are read and not written.
-	deadline := time.Now().Add(90 * time.Second)
-	for !committed() || len(slices.Compact(windowEnds(t, out1))) < 2 {
-		if ended, err := child.Exited(); ended {
-			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, child.Log)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first job did not write two windows and commit within 90s; its log is in %s", child.Log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	child.Await(t, 90*time.Second, "write two windows and commit", func() bool {
+		return committed() && len(slices.Compact(windowEnds(t, out1))) >= 2
+	})
 	now := time.Now()
 	time.Sleep(now.Truncate(heldTestWindow).Add(heldTestWindow + heldTestWindow/4).Sub(now))
 	child.Kill(t)

@@ -121,16 +121,9 @@ func TestReadResumesAfterTheJobWasKilled(t *testing.T) {
 		}
 		return true
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !committed() || len(readLines(t, out)) < 300 {
-		if ended, err := child.Exited(); ended {
-			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, child.Log)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first job did not commit and read 300 records within 60s; its log is in %s", child.Log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	child.Await(t, 60*time.Second, "commit and read 300 records", func() bool {
+		return committed() && len(readLines(t, out)) >= 300
+	})
 	// Mid-stream, between commits: the job is reading and writing positions.
 	time.Sleep(700 * time.Millisecond)
 	child.Kill(t)

@@ -124,16 +124,9 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 		Credentials: credentials.NewStaticCredentialsProvider("k2f-test", "k2f-test", "")})
 	// Wait until the job staged three windows and committed a position, then kill it a
 	// quarter into a window: events of the open window are read and not staged.
-	deadline := time.Now().Add(90 * time.Second)
-	for committedCheckpoint(db, table, "shardId-000000000000") == "" || len(stagedFiles(t, dir)) < 3 {
-		if ended, err := child.Exited(); ended {
-			t.Fatalf("the first job exited before it was killed (%v); its log is in %s", err, child.Log)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first job did not stage three windows and commit within 90s; its log is in %s", child.Log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	child.Await(t, 90*time.Second, "stage three windows and commit", func() bool {
+		return committedCheckpoint(db, table, "shardId-000000000000") != "" && len(stagedFiles(t, dir)) >= 3
+	})
 	now := time.Now()
 	time.Sleep(now.Truncate(restartWindow).Add(restartWindow + restartWindow/4).Sub(now))
 	child.Kill(t)

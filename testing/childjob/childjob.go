@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Job is a child process running one test of the test binary.
@@ -67,4 +68,20 @@ func (j *Job) Kill(t testing.TB) {
 		t.Fatalf("killing the child job: %v", err)
 	}
 	<-j.done
+}
+
+// Await polls ready until it holds, while the child runs: the test fails, naming what it
+// waited for and the child's log, when the child ends first or timeout passes.
+func (j *Job) Await(t testing.TB, timeout time.Duration, what string, ready func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ready() {
+		if ended, err := j.Exited(); ended {
+			t.Fatalf("the child job exited before it was killed (%v); its log is in %s", err, j.Log)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child job did not %s within %v; its log is in %s", what, timeout, j.Log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
