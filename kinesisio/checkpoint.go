@@ -97,6 +97,11 @@ type checkpointer struct {
 	children childLister
 	// retrying says the retrier of held positions runs (unreachable.go).
 	retrying bool
+	// renewFailing is when the lease renewals began to fail, zero while they succeed; the
+	// renewer warns once per outage (lease.go). renewMu guards it and is taken inside a
+	// shard's mu.
+	renewMu      sync.Mutex
+	renewFailing time.Time
 
 	stats checkpointStats
 }

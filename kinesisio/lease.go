@@ -287,9 +287,41 @@ func (c *checkpointer) renewLocked(s *shardLease) {
 	case errors.As(err, &lost):
 		c.loseLocked(ctx, s, lost, s.stream)
 	case err != nil:
-		log.Warnf(ctx, "kinesisio: renewing the lease of shard %s in checkpoint table %s failed; retrying in %v: %v", s.lease.ShardID, c.spec.Table, c.spec.LeaseDuration/3, err)
+		if c.renewalFailed() {
+			log.Warnf(ctx, "kinesisio: renewing the lease of shard %s in checkpoint table %s failed; the renewer retries every %v and warns again only after a renewal succeeds: %v", s.lease.ShardID, c.spec.Table, c.spec.LeaseDuration/3, err)
+		} else {
+			log.Debugf(ctx, "kinesisio: renewing the lease of shard %s in checkpoint table %s failed again: %v", s.lease.ShardID, c.spec.Table, err)
+		}
 	default:
 		s.lease, s.written = l, time.Now()
 		c.stats.renewals.Add(1)
+		if d := c.renewalSucceeded(); d > 0 {
+			log.Infof(ctx, "kinesisio: lease renewals in checkpoint table %s succeed again after %v of failures", c.spec.Table, d.Round(time.Second))
+		}
 	}
+}
+
+// renewalFailed records a failed renewal; it reports whether it is the first since the
+// last success, the one to warn about.
+func (c *checkpointer) renewalFailed() bool {
+	c.renewMu.Lock()
+	defer c.renewMu.Unlock()
+	if !c.renewFailing.IsZero() {
+		return false
+	}
+	c.renewFailing = time.Now()
+	return true
+}
+
+// renewalSucceeded records a successful renewal; it returns how long the renewals had
+// been failing, 0 if they had not.
+func (c *checkpointer) renewalSucceeded() time.Duration {
+	c.renewMu.Lock()
+	defer c.renewMu.Unlock()
+	if c.renewFailing.IsZero() {
+		return 0
+	}
+	d := time.Since(c.renewFailing)
+	c.renewFailing = time.Time{}
+	return d
 }

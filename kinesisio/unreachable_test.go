@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,27 @@ func TestTableUnreachable(t *testing.T) {
 		if got := tableUnreachable(tc.err); got != tc.want {
 			t.Errorf("tableUnreachable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// The lease renewer warns once per outage: the first failed renewal after a success is the
+// one to warn about, and the first success after failures ends the outage.
+func TestRenewalFailuresWarnOncePerOutage(t *testing.T) {
+	c := &checkpointer{}
+	if d := c.renewalSucceeded(); d != 0 {
+		t.Fatalf("a success without failures before ended an outage of %v", d)
+	}
+	got := []bool{c.renewalFailed(), c.renewalFailed(), c.renewalFailed()}
+	if !slices.Equal(got, []bool{true, false, false}) {
+		t.Fatalf("warnings of three failed renewals: %v, want [true false false]", got)
+	}
+	if d := c.renewalSucceeded(); d <= 0 {
+		t.Fatalf("the success after failures ended an outage of %v, want > 0", d)
+	}
+	if d := c.renewalSucceeded(); d != 0 {
+		t.Fatalf("a second success ended an outage of %v", d)
+	}
+	if !c.renewalFailed() {
+		t.Fatal("the first failure of a second outage did not warn")
 	}
 }
