@@ -300,10 +300,14 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 		return nil, err
 	}
 	rest := rt.GetRestriction().(discoveryRestriction)
+	shared := watermarksOf(fn.Spec.ReadID)
 	if rest.Done {
+		shared.drop(discoveryWatermarkKey)
 		calls.forget(fn.pacingKey())
 		return sdf.StopProcessing(), nil
 	}
+	// Discovery's watermark holds the read's (watermark_floor.go), also while its polls fail.
+	shared.report(discoveryWatermarkKey, we.stateMs(), watermarkMarkTTL, time.Now())
 	// Poll no more often than Interval, whatever the runner does with the resume delay: the
 	// restriction knows the last completed poll (also after a restore elsewhere), the
 	// worker's clock knows failed polls too.
@@ -382,10 +386,13 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 			log.Infof(ctx, "kinesisio: found new %v (parents %q, %q)", d, d.ParentShardID, d.AdjacentParentShardID)
 		}
 		shardsDiscovered.Inc(ctx, 1)
+		shared.pending(watermarkKey(d), int64(eventTime), now)
 		emit(eventTime, d)
 	}
 	we.advanceMs(pollStart)
+	shared.report(discoveryWatermarkKey, we.stateMs(), watermarkMarkTTL, time.Now())
 	if rt.IsDone() {
+		shared.drop(discoveryWatermarkKey)
 		calls.forget(fn.pacingKey())
 		log.Infof(ctx, "kinesisio: shard discovery of stream %s has reached the end of the read", fn.Spec.Stream)
 		return sdf.StopProcessing(), nil

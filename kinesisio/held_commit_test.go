@@ -136,12 +136,8 @@ func readMode(consumer string) []Option {
 // first one had not: together they write each record at least once. The duplicates are the
 // records of the windows the first job wrote after its last commit.
 //
-// The stream has one shard: Prism (v2.77.0) takes a splittable DoFn stage's output
-// watermark from the residuals of the last bundle it finished (engine/elementmanager.go:
-// 1038-1046 replaces estimatedOutput per bundle; stage.go:320-346), so with shards in
-// separate bundles a window can fire while another shard still has records of it unread,
-// and drops them as late, table or not. The per-shard keys of the held commit are
-// exercised on Flink (testing/flink) with four shards.
+// The stream has two shards, each its own bundle on Prism, whose watermarks the read
+// shares (watermark_floor.go) so that neither window drops the other's records as late.
 //
 // It runs with polling and with enhanced fan-out, each on a table of its own.
 func TestWindowedJobLosesNothingWhenKilled(t *testing.T) {
@@ -152,7 +148,7 @@ func TestWindowedJobLosesNothingWhenKilled(t *testing.T) {
 
 func testWindowedJobKilled(t *testing.T, consumer string) {
 	stream, table := "held", "held-positions-"+consumer
-	srv := startServer(t, stream, 1)
+	srv := startServer(t, stream, 2)
 	dyn := startDynalite(t)
 	client := srv.Client()
 	var n atomic.Int64

@@ -184,6 +184,15 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt
 	if err := fn.Setup(ctx); err != nil {
 		return nil, err
 	}
+	we.share(watermarksOf(fn.Spec.ReadID), watermarkKey(d))
+	cont, err := fn.process(ctx, we, rt, d, emit, emitCommit)
+	if err == nil && (cont == nil || !cont.ShouldResume()) {
+		we.unshare()
+	}
+	return cont, err
+}
+
+func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record), emitCommit func(beam.EventTime, commitToken)) (sdf.ProcessContinuation, error) {
 	cp := fn.reader.cp
 	if cp == nil {
 		return fn.reader.process(ctx, we, rt, d, emit)

@@ -106,6 +106,35 @@ func (d *diskDynalite) stop() {
 // reading: it delivers every record exactly once, the table ends at the stream's last
 // positions (the split parent at SHARD_END), and a second job on the table reads nothing.
 func TestReadRidesOutAnUnreachableCheckpointTable(t *testing.T) {
+	testRidesOutAnUnreachableTable(t, func(t *testing.T, name, stream string, opts []Option) ([]string, error) {
+		p, s := beam.NewPipelineWithRoot()
+		out := collect(s, name, Read(s, stream, opts...))
+		err := ptest.Run(p)
+		return out.get(), err
+	})
+}
+
+// The same with ReadWithCommit: the commits come after a windowed sink (windows of
+// heldTestWindow, a GroupByKey, a file written per window), through the held commit's
+// timers, while the table is away.
+func TestReadWithCommitRidesOutAnUnreachableCheckpointTable(t *testing.T) {
+	testRidesOutAnUnreachableTable(t, func(t *testing.T, name, stream string, opts []Option) ([]string, error) {
+		path := filepath.Join(t.TempDir(), "windows")
+		p, s := beam.NewPipelineWithRoot()
+		windowedJob(s, stream, heldTestWindow, path, opts...)
+		if err := ptest.Run(p); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return nil, nil
+		}
+		return windowFileRecords(t, path), nil
+	})
+}
+
+// testRidesOutAnUnreachableTable runs the outage of the table around job, which runs a
+// streaming read of stream with opts and returns what it delivered.
+func testRidesOutAnUnreachableTable(t *testing.T, job func(t *testing.T, name, stream string, opts []Option) ([]string, error)) {
 	const stream, table = "tableoutage", "positions"
 	srv := startServer(t, stream, 2)
 	dyn := startDiskDynalite(t)
@@ -154,9 +183,7 @@ func TestReadRidesOutAnUnreachableCheckpointTable(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	p1, s1 := beam.NewPipelineWithRoot()
-	first := collect(s1, t.Name()+"/1", Read(s1, stream, opts(14*time.Second)...))
-	err := ptest.Run(p1)
+	first, err := job(t, t.Name()+"/1", stream, opts(14*time.Second))
 	wg.Wait()
 	if err != nil {
 		t.Fatalf("the job failed while its checkpoint table was unreachable: %v", err)
@@ -169,7 +196,7 @@ func TestReadRidesOutAnUnreachableCheckpointTable(t *testing.T) {
 	}
 
 	all := expected(t, srv, stream, aggs, nil)
-	assertSameRecords(t, first.get(), all)
+	assertSameRecords(t, first, all)
 
 	// The held positions reach the table once it answers: each shard's last record, the
 	// split parent's SHARD_END.
@@ -197,12 +224,11 @@ func TestReadRidesOutAnUnreachableCheckpointTable(t *testing.T) {
 		}
 	}
 
-	p2, s2 := beam.NewPipelineWithRoot()
-	second := collect(s2, t.Name()+"/2", Read(s2, stream, opts(3*time.Second)...))
-	if err := ptest.Run(p2); err != nil {
+	got, err := job(t, t.Name()+"/2", stream, opts(3*time.Second))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := second.get(); len(got) != 0 {
+	if len(got) != 0 {
 		t.Fatalf("the second job read %d records again (first %q); the table was at the stream's end", len(got), got[0])
 	}
 	t.Logf("%d records read once; the table at the last positions; the second job read none", len(all))

@@ -186,3 +186,50 @@ func TestWatermarkEstimatorOnlyMovesForward(t *testing.T) {
 		t.Errorf("processing-time watermark = %d, want 2500", e.stateMs())
 	}
 }
+
+// TestReadWindowsKeepTheRecordsOfALaggingShard counts records in event-time windows of a
+// backlog in which one shard holds 100 times the records of the other, read a few records a
+// call: the small shard catches up and goes idle long before the large one is read, and no
+// record of the large one may arrive behind the watermark (a GroupByKey drops such records).
+// Prism sets a stage's watermark from the residuals of the last bundle it finished, not from
+// all of them, so each shard's watermark must hold the others' back.
+func TestReadWindowsKeepTheRecordsOfALaggingShard(t *testing.T) {
+	const stream = "lagging"
+	srv := startServer(t, stream, 2)
+	client := srv.Client()
+	const large, small = 1500, 15
+	put := func(hashKey string, n int) {
+		for i := range n {
+			if _, err := client.PutRecord(context.Background(), &kinesis.PutRecordInput{
+				StreamName: aws.String(stream), PartitionKey: aws.String("k"), ExplicitHashKey: aws.String(hashKey),
+				Data: []byte(strconv.Itoa(i)),
+			}); err != nil {
+				t.Fatalf("PutRecord: %v", err)
+			}
+		}
+	}
+	put("0", large)                                       // shard 0
+	put("340282366920938463463374607431768211455", small) // shard 1, the top of the hash range
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(8*time.Second),
+		WithIdleThreshold(200*time.Millisecond), WithPollInterval(20*time.Millisecond), WithMaxRecordsPerFetch(5),
+		WithDescribeShardInterval(100*time.Millisecond))...)
+	ones := beam.ParDo(s, recordOne, beam.WindowInto(s, window.NewFixedWindows(100*time.Millisecond), recs))
+	beam.ParDo0(s, &firedFn{Key: t.Name()}, stats.Sum(s, ones))
+	firingsMu.Lock()
+	delete(firings, t.Name())
+	firingsMu.Unlock()
+	if err := ptest.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	firingsMu.Lock()
+	got := firings[t.Name()]
+	firingsMu.Unlock()
+	total := 0
+	for _, f := range got {
+		total += f.count
+	}
+	if total != large+small {
+		t.Fatalf("windows counted %d records, want %d: %d were dropped behind the watermark", total, large+small, large+small-total)
+	}
+}

@@ -11,20 +11,53 @@ import (
 // it when a shard is idle or, under the processing-time policy, after each successful read.
 // Nothing moves it when reads fail. A mutex guards it because the runner asks for the
 // watermark from another goroutine when it splits.
+//
+// A shard reader's estimator shares its watermark with the read's other restrictions in the
+// process (watermark_floor.go): CurrentWatermark, what the runner is told, is the lowest of
+// them; the state, what the restriction resumes from, stays its own.
 type watermarkEstimator struct {
 	mu    sync.Mutex
 	state int64
+	// shared and key are where the estimator reports its watermark, nil if it does not.
+	shared *readWatermarks
+	key    string
 }
 
 func newWatermarkEstimator(ms int64) *watermarkEstimator {
 	return &watermarkEstimator{state: ms}
 }
 
-// CurrentWatermark returns the watermark.
+// CurrentWatermark returns the watermark: the lowest of the shared watermarks if the
+// estimator shares its own.
 func (e *watermarkEstimator) CurrentWatermark() time.Time {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return time.UnixMilli(e.state)
+	ms, shared, key := e.state, e.shared, e.key
+	e.mu.Unlock()
+	if shared != nil {
+		ms = shared.report(key, ms, watermarkMarkTTL, time.Now())
+	}
+	return time.UnixMilli(ms)
+}
+
+// share makes the estimator report its watermark to w as key, and hold its watermark at
+// the lowest of w's.
+func (e *watermarkEstimator) share(w *readWatermarks, key string) {
+	e.mu.Lock()
+	e.shared, e.key = w, key
+	ms := e.state
+	e.mu.Unlock()
+	w.report(key, ms, watermarkMarkTTL, time.Now())
+}
+
+// unshare withdraws the estimator's watermark: its restriction is done.
+func (e *watermarkEstimator) unshare() {
+	e.mu.Lock()
+	shared, key := e.shared, e.key
+	e.shared = nil
+	e.mu.Unlock()
+	if shared != nil {
+		shared.drop(key)
+	}
 }
 
 // ObserveTimestamp advances the watermark to t if t is later.
