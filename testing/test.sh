@@ -15,11 +15,12 @@ while IFS= read -r line; do
   case "$line" in *=*) export "${line?}"; echo "  $line" ;; esac
 done < <(testing/deps/deps.sh all)
 
-# A component that is missing now is a failure, never a skip. The side-by-side run with Beam
+# A component that is missing now is a failure, never a skip. The side-by-side runs with Beam
 # Java KinesisIO (testing/bench TestAnchorsQuick; it builds testing/anchors/java-kinesisio with
-# Maven) is part of the suite too.
+# Maven) and with Flink's own FlinkKinesisConsumer on the cluster (testing/bench
+# TestFlinkKinesisAnchorReadsEveryRecord) are part of the suite too.
 export BEAMKINESIS_REQUIRE_EMULATORS=1 BEAMKINESIS_REQUIRE_FLINK=1 BEAMKINESIS_REQUIRE_COMPONENTS=1
-export BEAMKINESIS_ANCHORS=1 BEAMKINESIS_REQUIRE_ANCHORS=1
+export BEAMKINESIS_ANCHORS=1 BEAMKINESIS_REQUIRE_ANCHORS=1 BEAMKINESIS_FLINK_KINESIS=1
 
 step "starting the Flink cluster and its job server (testing/flink)"
 stop_flink() { testing/flink/flink.sh stop || true; }

@@ -5,6 +5,8 @@
 #
 #   testing/deps/deps.sh [all|npm|python|java|kcl|flink|jobserver|flinkkinesis ...]   # default: all
 #
+# all is every component below.
+#
 # Components:
 #   npm        the npm packages of testing/emulators (package-lock.json): Kinesis emulators,
 #              aws-kinesis-agg and the other JavaScript clients the tests drive
@@ -105,7 +107,7 @@ parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(all)
 for part in "${parts[@]}"; do
   case "$part" in
-    all) npm_deps; python_deps; java_deps; kcl_deps; flink_deps; jobserver_deps ;;
+    all) npm_deps; python_deps; java_deps; kcl_deps; flink_deps; jobserver_deps; flinkkinesis_deps ;;
     npm) npm_deps ;;
     python) python_deps ;;
     flink) flink_deps ;;
