@@ -1,6 +1,7 @@
 package kinesisio
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -31,12 +32,19 @@ const (
 	// watermarkPendingTTL is how long a shard discovery emitted holds the others back before
 	// its restriction reports (in this process it does within milliseconds).
 	watermarkPendingTTL = 10 * time.Second
+	// watermarkRecompute is how often the lowest watermark is computed again over every
+	// mark; in between a report only lowers it, which errs on the safe side, so that a read
+	// of a thousand shards does not walk a thousand marks at each shard's checkpoint.
+	watermarkRecompute = 100 * time.Millisecond
 )
 
 // readWatermarks holds the watermarks of one read's restrictions in this process.
 type readWatermarks struct {
 	mu    sync.Mutex
 	marks map[string]watermarkMark
+	// low is at most the lowest mark, computed over all of them at computed.
+	low      int64
+	computed time.Time
 }
 
 type watermarkMark struct {
@@ -55,28 +63,38 @@ func watermarksOf(readID string) *readWatermarks {
 	defer readFloors.mu.Unlock()
 	w, ok := readFloors.reads[readID]
 	if !ok {
-		w = &readWatermarks{marks: map[string]watermarkMark{}}
+		w = newReadWatermarks()
 		readFloors.reads[readID] = w
 	}
 	return w
 }
 
-// report sets key's watermark to ms, held for ttl from now, and returns the minimum of the
-// read's watermarks not expired, ms among them. Expired marks are forgotten.
+func newReadWatermarks() *readWatermarks {
+	return &readWatermarks{marks: map[string]watermarkMark{}, low: math.MaxInt64}
+}
+
+// report sets key's watermark to ms, held for ttl from now, and returns at most the lowest
+// of the read's watermarks not expired, ms among them: that lowest one itself once
+// watermarkRecompute has passed since it was last computed, when expired marks are also
+// forgotten.
 func (w *readWatermarks) report(key string, ms int64, ttl time.Duration, now time.Time) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.marks[key] = watermarkMark{ms: ms, expires: now.Add(ttl)}
-	low := ms
-	for k, m := range w.marks {
-		switch {
-		case now.After(m.expires):
-			delete(w.marks, k)
-		case m.ms < low:
-			low = m.ms
+	w.low = min(w.low, ms)
+	if now.Sub(w.computed) >= watermarkRecompute {
+		w.low = ms
+		for k, m := range w.marks {
+			switch {
+			case now.After(m.expires):
+				delete(w.marks, k)
+			case m.ms < w.low:
+				w.low = m.ms
+			}
 		}
+		w.computed = now
 	}
-	return low
+	return w.low
 }
 
 // pending sets key's watermark to ms for watermarkPendingTTL unless key has one already.
@@ -85,6 +103,7 @@ func (w *readWatermarks) pending(key string, ms int64, now time.Time) {
 	defer w.mu.Unlock()
 	if _, ok := w.marks[key]; !ok {
 		w.marks[key] = watermarkMark{ms: ms, expires: now.Add(watermarkPendingTTL)}
+		w.low = min(w.low, ms)
 	}
 }
 

@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// A read's shared watermarks: each report returns the lowest watermark not expired; a
-// pending shard holds the others back until its restriction reports or its time runs out;
-// a dropped one holds nothing.
+// A read's shared watermarks: each report returns the lowest watermark not expired (once
+// watermarkRecompute has passed, else at most that); a pending shard holds the others back
+// until its restriction reports or its time runs out; a dropped one holds nothing.
 func TestReadWatermarksHoldTheLowest(t *testing.T) {
-	w := &readWatermarks{marks: map[string]watermarkMark{}}
+	w := newReadWatermarks()
 	t0 := time.Unix(1000, 0)
 	if got := w.report("a", 500, time.Minute, t0); got != 500 {
 		t.Fatalf("a alone: %d, want 500", got)
@@ -22,7 +22,10 @@ func TestReadWatermarksHoldTheLowest(t *testing.T) {
 	if got := w.report("b", 950, time.Minute, t0.Add(time.Second)); got != 300 {
 		t.Fatalf("b with c pending at 300: %d, want 300", got)
 	}
-	if got := w.report("c", 400, time.Minute, t0.Add(time.Second)); got != 400 {
+	if got := w.report("c", 400, time.Minute, t0.Add(time.Second)); got != 300 {
+		t.Fatalf("c reporting 400 within watermarkRecompute of the last computation: %d, want the lower 300 still", got)
+	}
+	if got := w.report("c", 400, time.Minute, t0.Add(time.Second+watermarkRecompute)); got != 400 {
 		t.Fatalf("c reporting 400: %d, want 400", got)
 	}
 	w.drop("c")
@@ -45,7 +48,7 @@ func TestReadWatermarksHoldTheLowest(t *testing.T) {
 // An estimator that shares its watermark tells the runner the lowest one and resumes from
 // its own.
 func TestWatermarkEstimatorSharesItsWatermark(t *testing.T) {
-	w := &readWatermarks{marks: map[string]watermarkMark{}}
+	w := newReadWatermarks()
 	slow, fast := newWatermarkEstimator(1000), newWatermarkEstimator(5000)
 	slow.share(w, "slow")
 	fast.share(w, "fast")
@@ -57,10 +60,12 @@ func TestWatermarkEstimatorSharesItsWatermark(t *testing.T) {
 	}
 	slow.advanceMs(7000)
 	slow.CurrentWatermark()
+	w.computed = time.Time{} // as if watermarkRecompute had passed
 	if got := fast.CurrentWatermark().UnixMilli(); got != 5000 {
 		t.Fatalf("fast's watermark with slow at 7000: %d, want 5000", got)
 	}
 	fast.unshare()
+	w.computed = time.Time{}
 	if got := slow.CurrentWatermark().UnixMilli(); got != 7000 {
 		t.Fatalf("slow's watermark after fast is done: %d, want 7000", got)
 	}

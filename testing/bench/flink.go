@@ -17,7 +17,7 @@ import (
 const flinkRow = 10
 
 // flinkRows are the rows that run with --flink only.
-var flinkRows = map[int]bool{flinkRow: true, flinkKinesisRow: true, flinkScalingRow: true, flinkLatencyRow: true}
+var flinkRows = map[int]bool{flinkRow: true, flinkKinesisRow: true, flinkScalingRow: true, flinkLatencyRow: true, bundleCostRow: true}
 
 // rowFlink is row 10 (issue #18's row e): ReadBounded from TRIM_HORIZON on the standalone
 // Flink cluster (testing/flink/flink.sh) with --parallelism equal to the stream's shard

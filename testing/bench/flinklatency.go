@@ -40,7 +40,30 @@ const flinkLatencyCheckpointing = 1000
 // streaming job on Flink with checkpointing on does not end by itself). The percentiles are
 // over the records both saw, without those put in the first second after the first of them
 // (latencyWarmUp).
-func (b *Bench) rowFlinkLatency(ctx context.Context) (Row, error) {
+//
+// 14a reads with our default poll interval (250 ms), 14b with theirs (200 ms,
+// WithPollInterval), one after the other.
+func (b *Bench) rowsFlinkLatency(ctx context.Context) ([]Row, error) {
+	var rows []Row
+	for _, v := range []struct {
+		id   string
+		poll time.Duration
+	}{{"a", 0}, {"b", flinkKinesisPollInterval}} {
+		r, err := b.rowFlinkLatency(ctx, fmt.Sprint(flinkLatencyRow, v.id), v.poll)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// flinkKinesisPollInterval is FlinkKinesisConsumer's default time between GetRecords calls
+// on a shard (flink.shard.getrecords.intervalmillis).
+const flinkKinesisPollInterval = 200 * time.Millisecond
+
+// rowFlinkLatency is one run of row 14, our read with WithPollInterval(poll) unless poll is 0.
+func (b *Bench) rowFlinkLatency(ctx context.Context, id string, poll time.Duration) (Row, error) {
 	job, err := b.flinkJob(ctx)
 	if err != nil {
 		return Row{}, err
@@ -100,7 +123,11 @@ func (b *Bench) rowFlinkLatency(ctx context.Context) (Row, error) {
 	go func() {
 		defer wg.Done()
 		defer close(oursStopped)
-		oursErr = b.streamOnFlink(ctx, srv.URL(), "lat", shards)
+		var opts []kinesisio.Option
+		if poll > 0 {
+			opts = append(opts, kinesisio.WithPollInterval(poll))
+		}
+		oursErr = b.streamOnFlink(ctx, srv.URL(), "lat", shards, opts...)
 	}()
 
 	// Both reading, then the measured window, then the drain.
@@ -154,11 +181,15 @@ func (b *Bench) rowFlinkLatency(ctx context.Context) (Row, error) {
 	pcts := func(d []time.Duration) string {
 		return fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s", ms(percentile(d, 50)), ms(percentile(d, 90)), ms(percentile(d, 99)), ms(percentile(d, 100)))
 	}
+	ours := "streaming Read, default options, checkpoints every 1 s"
+	if poll > 0 {
+		ours = fmt.Sprintf("streaming Read, WithPollInterval(%v), checkpoints every 1 s", poll)
+	}
 	return Row{
-		ID: fmt.Sprint(flinkLatencyRow),
+		ID: id,
 		Name: fmt.Sprintf("Latency put → seen on the standalone Flink cluster beside FlinkKinesisConsumer (defaults, LATEST), parallelism %d, %d shards, server limits on, %d rec/s for %v",
 			shards, shards, b.cfg.LatencyRate, b.cfg.LatencyTime),
-		Measured: pcts(o) + " (streaming Read, default options, checkpoints every 1 s)",
+		Measured: pcts(o) + " (" + ours + ")",
 		Baseline: pcts(t),
 		Ratio:    float64(percentile(o, 99)) / float64(max(percentile(t, 99), time.Millisecond)),
 		Target:   "p99 ≤ 1×",
@@ -192,21 +223,21 @@ func commonLatencies(ours, theirs map[uint64]time.Duration, puts []time.Time, wa
 	return o, t, len(o)
 }
 
-// streamOnFlink runs a streaming Read of stream with default options on the job server at
-// parallelism until the job is cancelled, noting each record's latency in latencyByIndex
-// (its workers run in this process).
-func (b *Bench) streamOnFlink(ctx context.Context, url, stream string, parallelism int) error {
+// streamOnFlink runs a streaming Read of stream with default options and opts on the job
+// server at parallelism until the job is cancelled, noting each record's latency in
+// latencyByIndex (its workers run in this process).
+func (b *Bench) streamOnFlink(ctx context.Context, url, stream string, parallelism int, opts ...kinesisio.Option) error {
 	saved := [...]any{*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism}
 	*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism = b.cfg.FlinkEndpoint, "LOOPBACK", parallelism
 	defer func() {
 		*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism = saved[0].(string), saved[1].(string), saved[2].(int)
 	}()
 	p, s := beam.NewPipelineWithRoot()
-	recs := kinesisio.Read(s, stream, connect(url)...)
+	recs := kinesisio.Read(s, stream, connect(url, opts...)...)
 	sink(s, beam.ParDo(s, &latencyFn{}, recs))
-	opts := flinkrunner.Defaults
-	opts.CheckpointingInterval = flinkLatencyCheckpointing
-	if _, err := flinkrunner.Execute(ctx, p, opts); err != nil {
+	fopts := flinkrunner.Defaults
+	fopts.CheckpointingInterval = flinkLatencyCheckpointing
+	if _, err := flinkrunner.Execute(ctx, p, fopts); err != nil {
 		return fmt.Errorf("running the streaming Read on the Flink job server at %s: %w", b.cfg.FlinkEndpoint, err)
 	}
 	return nil
