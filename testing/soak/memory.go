@@ -19,7 +19,8 @@ var (
 	memEvery     = flag.Duration("memory_every", 10*time.Second, "how often to measure this process (live heap after a GC, goroutines, open sockets) and, with --server=process, the server")
 	memWarmUp    = flag.Duration("memory_warmup", 5*time.Minute, "the start of the run the heap slope leaves out: clients, caches and the runner's pools fill up then; the report gives the figures at its end and at the run's end")
 	memCSV       = flag.String("memory_csv", "", "write every sample to this CSV file, as it is taken")
-	heapProfiles = flag.String("heap_profiles", "", "write heap profiles (runtime/pprof, after a GC) to this directory at the end of the warm-up and at the end of the run")
+	heapProfiles = flag.String("heap_profiles", "", "write heap profiles (runtime/pprof, after a GC, one sample per 4 KiB) to this directory at the end of the warm-up (heap-warmup.pprof) and at the end of the run (heap-end.pprof)")
+	heapEvery    = flag.Duration("heap_profile_every", 0, "with --heap_profiles, also write one every this long from the start (heap-10m0s.pprof, heap-20m0s.pprof, ... for 10m), to diff several points of a long run; 0 for none")
 )
 
 // sample is one measurement of the process (and of the server, with --server=process).
@@ -67,6 +68,7 @@ func startMemorySampler(srv service, every time.Duration) (*memorySampler, error
 		t := time.NewTicker(every)
 		defer t.Stop()
 		profiled := false
+		nextProfile := *heapEvery
 		for {
 			s := m.measure()
 			m.mu.Lock()
@@ -79,6 +81,10 @@ func startMemorySampler(srv service, every time.Duration) (*memorySampler, error
 			if !profiled && s.at.Sub(m.start) >= *memWarmUp {
 				profiled = true
 				writeHeapProfile("warmup")
+			}
+			if *heapEvery > 0 && s.at.Sub(m.start) >= nextProfile {
+				writeHeapProfile(nextProfile.String())
+				nextProfile += *heapEvery
 			}
 			select {
 			case <-t.C:
