@@ -97,9 +97,9 @@ type checkpointer struct {
 	children childLister
 	// retrying says the retrier of held positions runs (unreachable.go).
 	retrying bool
-	// renewFailing is when the lease renewals began to fail, zero while they succeed; the
-	// renewer warns once per outage (lease.go). renewMu guards it and is taken inside a
-	// shard's mu.
+	// renewFailing is when the lease renewals began to fail, zero once a renewal or a
+	// commit succeeds; the renewer warns once per outage (lease.go). renewMu guards it and
+	// is taken inside a shard's mu.
 	renewMu      sync.Mutex
 	renewFailing time.Time
 
@@ -274,6 +274,9 @@ func (c *checkpointer) writeLocked(ctx context.Context, s *shardLease, tok commi
 	}
 	s.lease, s.written = l, time.Now()
 	now := s.written
+	if d := c.renewalSucceeded(); d > 0 {
+		log.Infof(ctx, "kinesisio: checkpoint table %s takes writes again after %v of failed lease renewals", c.spec.Table, d.Round(time.Second))
+	}
 	c.stats.commits.Add(1)
 	c.stats.latency.add(now.Sub(start).Milliseconds())
 	lag := now.UnixMilli() - tok.EndMs

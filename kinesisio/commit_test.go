@@ -113,3 +113,20 @@ func TestAFailedCommitFailsTheBundleAndItsRetryWritesIt(t *testing.T) {
 		t.Fatalf("after the retry the checkpoint is %s; want %s", l.Checkpoint, leasetable.ShardEnd)
 	}
 }
+
+// A commit the table takes ends an outage of the lease renewals as a renewal does: when the
+// table answers again, the commits may keep every lease fresh so that no renewal runs, and
+// the next outage's first failed renewal must still warn.
+func TestACommitEndsAnOutageOfTheRenewals(t *testing.T) {
+	ctx := context.Background()
+	_, _, _, cp, d := openCommitFixture(t, "renewals")
+	if !cp.renewalFailed() {
+		t.Fatal("the first failed renewal did not warn")
+	}
+	if err := cp.commit(ctx, commitToken{Stream: d.Stream, ShardID: d.ShardID, Seq: "100", Records: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if !cp.renewalFailed() {
+		t.Fatal("after a commit the table took, the first failed renewal of the next outage did not warn")
+	}
+}

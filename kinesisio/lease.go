@@ -313,8 +313,9 @@ func (c *checkpointer) renewalFailed() bool {
 	return true
 }
 
-// renewalSucceeded records a successful renewal; it returns how long the renewals had
-// been failing, 0 if they had not.
+// renewalSucceeded records a successful write of a lease, a renewal or a commit: the table
+// answers again, so the next failed renewal is a new outage's and warns. It returns how
+// long the renewals had been failing, 0 if they had not.
 func (c *checkpointer) renewalSucceeded() time.Duration {
 	c.renewMu.Lock()
 	defer c.renewMu.Unlock()
