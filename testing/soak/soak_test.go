@@ -36,9 +36,15 @@ func TestTheLedgerOwesOnlyWhatArrivedInsideTheRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.produced != nKeys*batches || l.notStored != c.wantNotStored || l.stored != l.produced-c.wantNotStored {
-				t.Errorf("produced %d, stored %d, not stored %d; want %d, %d, %d",
-					l.produced, l.stored, l.notStored, nKeys*batches, nKeys*batches-c.wantNotStored, c.wantNotStored)
+			// The producer makes a batch a tick while its time lasts; on a loaded machine it
+			// misses ticks (the CI machine once made 19 of the 20), so the count of batches
+			// is not the test's: each is whole, and every one not held is stored.
+			if l.produced == 0 || l.produced%nKeys != 0 || l.produced > nKeys*batches {
+				t.Fatalf("produced %d messages; want whole batches of %d, at most %d", l.produced, nKeys, nKeys*batches)
+			}
+			if l.notStored != c.wantNotStored || l.stored != l.produced-c.wantNotStored {
+				t.Errorf("produced %d, stored %d, not stored %d; want stored %d, not stored %d",
+					l.produced, l.stored, l.notStored, l.produced-c.wantNotStored, c.wantNotStored)
 			}
 			if l.lost != 0 || l.late != 0 || l.delivered != l.stored {
 				t.Errorf("lost %d (e.g. %v), late %d, delivered %d of %d stored; want every stored message delivered",
