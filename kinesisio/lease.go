@@ -288,7 +288,7 @@ func (c *checkpointer) renewLocked(s *shardLease) {
 		c.loseLocked(ctx, s, lost, s.stream)
 	case err != nil:
 		if c.renewalFailed() {
-			log.Warnf(ctx, "kinesisio: renewing the lease of shard %s in checkpoint table %s failed; the renewer retries every %v and warns again only after a renewal succeeds: %v", s.lease.ShardID, c.spec.Table, c.spec.LeaseDuration/3, err)
+			log.Warnf(ctx, "kinesisio: renewing the lease of shard %s in checkpoint table %s failed; the renewer retries every %v and warns again only after a renewal or a commit succeeds: %v", s.lease.ShardID, c.spec.Table, c.spec.LeaseDuration/3, err)
 		} else {
 			log.Debugf(ctx, "kinesisio: renewing the lease of shard %s in checkpoint table %s failed again: %v", s.lease.ShardID, c.spec.Table, err)
 		}
