@@ -37,7 +37,8 @@ type event struct {
 
 // flinkReport is what happened to the job on Flink.
 type flinkReport struct {
-	// counters are the counters of every job the soak submitted, summed.
+	// counters are the counters of every job the soak submitted, summed, as each job's
+	// last task attempts counted them (read before the job's stop: a restart counts from 0).
 	counters map[string]int64
 	// events are the planned and the unplanned restarts, oldest first.
 	events []event
@@ -145,7 +146,7 @@ func runOnFlink(ctx context.Context, srv service, build func() *beam.Pipeline, l
 			rep.events = append(rep.events, ev)
 			rep.lines = append(rep.lines, fmt.Sprintf("at %v: %s", ev.at.Sub(started).Round(time.Second), line))
 		case "savepoint":
-			next, ev, line, err := savepointRestart(ctx, c, job, build, opts)
+			next, ev, line, err := savepointRestart(ctx, c, rep, job, build, opts)
 			if err != nil {
 				return rep, err
 			}
@@ -169,6 +170,9 @@ func runOnFlink(ctx context.Context, srv service, build func() *beam.Pipeline, l
 	}
 	rep.lines = append(rep.lines, fmt.Sprintf("drain: %v after the producer's end until the output held every message or the wait gave up", time.Since(drainStart).Round(time.Second)))
 	rep.rss = c.rss()
+	if err := c.addCounters(ctx, rep, job.id); err != nil {
+		return rep, err
+	}
 	if err := c.Cancel(ctx, job.id); err != nil {
 		return rep, err
 	}
@@ -176,11 +180,6 @@ func runOnFlink(ctx context.Context, srv service, build func() *beam.Pipeline, l
 		return rep, err
 	}
 	for i, j := range jobs {
-		if j.res != nil {
-			for k, v := range jobCounters(j.res) {
-				rep.counters[k] += v
-			}
-		}
 		cps, err := c.Checkpoints(ctx, j.id)
 		if err != nil {
 			return rep, err
@@ -269,7 +268,10 @@ func killTaskManager(ctx context.Context, c *flinkCluster, job *flinkJob) (ev ev
 }
 
 // savepointRestart stops job with a savepoint and submits the pipeline again from it.
-func savepointRestart(ctx context.Context, c *flinkCluster, job *flinkJob, build func() *beam.Pipeline, opts flinkrunner.Options) (next *flinkJob, ev event, line string, err error) {
+func savepointRestart(ctx context.Context, c *flinkCluster, rep *flinkReport, job *flinkJob, build func() *beam.Pipeline, opts flinkrunner.Options) (next *flinkJob, ev event, line string, err error) {
+	if err := c.addCounters(ctx, rep, job.id); err != nil {
+		return nil, ev, "", err
+	}
 	stopped := time.Now()
 	loc, err := c.StopWithSavepoint(ctx, job.id, 3*time.Minute)
 	if err != nil {

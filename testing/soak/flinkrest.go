@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,4 +36,30 @@ func (c *flinkCluster) rss() map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// addCounters adds the ledger's counters of a running job, as its task attempts counted
+// them, to rep, named as on Prism (namespace/name).
+func (c *flinkCluster) addCounters(ctx context.Context, rep *flinkReport, job string) error {
+	got, err := c.Counters(ctx, job, func(n string) bool {
+		return (strings.HasPrefix(n, "kinesisio_") || strings.HasPrefix(n, "soak_")) && ledgerCounter(n)
+	})
+	if err != nil {
+		return fmt.Errorf("reading the counters of Flink job %s: %w", job, err)
+	}
+	for n, v := range got {
+		rep.counters[counterName(n)] += v
+	}
+	return nil
+}
+
+// counterName turns the name Beam's Flink runner gives a counter of this job back into
+// namespace/name.
+func counterName(flinkName string) string {
+	for _, ns := range []string{"kinesisio.Write", "kinesisio", "soak"} {
+		if p := strings.ReplaceAll(ns, ".", "_") + "_"; strings.HasPrefix(flinkName, p) {
+			return ns + "/" + strings.TrimPrefix(flinkName, p)
+		}
+	}
+	return flinkName
 }

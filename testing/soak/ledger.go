@@ -192,8 +192,7 @@ func (l *ledger) print(w io.Writer, efo bool) {
 	sort.Strings(names)
 	var cs []string
 	for _, n := range names {
-		if strings.Contains(n, "throttle") || strings.Contains(n, "retries") || strings.Contains(n, "expired") || strings.Contains(n, "failed") ||
-			strings.Contains(n, "subscribe") || strings.Contains(n, "shards_discovered") || strings.Contains(n, "unavailable") {
+		if ledgerCounter(n) {
 			cs = append(cs, fmt.Sprintf("%s %d", n, l.counters[n]))
 		}
 	}
@@ -234,4 +233,15 @@ func dupCause(events []event, first, dup time.Time) string {
 		}
 	}
 	return cause
+}
+
+// ledgerCounter says whether the ledger shows the counter named n: those of retries,
+// throttling, failures, subscriptions, discovery and unavailability.
+func ledgerCounter(n string) bool {
+	for _, part := range []string{"throttle", "retries", "expired", "failed", "subscribe", "shards_discovered", "unavailable"} {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
 }

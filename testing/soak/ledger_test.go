@@ -26,3 +26,18 @@ func TestDupCauseIsTheLatestRestartBetweenTheCopies(t *testing.T) {
 		}
 	}
 }
+
+// The counters read from Flink's REST API get the names the ledger shows on Prism.
+func TestCounterNameFromFlink(t *testing.T) {
+	for flinkName, want := range map[string]string{
+		"kinesisio_throttles":             "kinesisio/throttles",
+		"kinesisio_Write_retries":         "kinesisio.Write/retries",
+		"kinesisio_Write_failed_messages": "kinesisio.Write/failed_messages",
+		"soak_failed_messages":            "soak/failed_messages",
+		"other_x":                         "other_x",
+	} {
+		if got := counterName(flinkName); got != want {
+			t.Errorf("counterName(%q) = %q, want %q", flinkName, got, want)
+		}
+	}
+}

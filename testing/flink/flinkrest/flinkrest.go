@@ -12,9 +12,11 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -330,4 +332,56 @@ func Await(ctx context.Context, timeout time.Duration, what string, cond func() 
 func FirstLines(s string, n int) string {
 	lines := strings.SplitN(s, "\n", n+1)
 	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+// Counters sums the user counters of a running job over its tasks and subtasks, from the
+// task metrics the REST API shows. Beam's Flink runner names a counter of namespace N and
+// name M "N_M", the dots of N turned into underscores; keep selects, by that name, the
+// metrics to read (the API shows gauges and Flink's own metrics beside them). A counter
+// lives in its task attempt: after a restart it counts from 0 again, and once the job has
+// ended the API shows none.
+func (c *Cluster) Counters(ctx context.Context, job string, keep func(name string) bool) (map[string]int64, error) {
+	var detail struct {
+		Vertices []struct {
+			ID string `json:"id"`
+		} `json:"vertices"`
+	}
+	if err := c.Call(ctx, http.MethodGet, "/jobs/"+job, nil, &detail); err != nil {
+		return nil, err
+	}
+	type metric struct {
+		ID    string `json:"id"`
+		Value string `json:"value"`
+	}
+	out := map[string]int64{}
+	for _, v := range detail.Vertices {
+		path := "/jobs/" + job + "/vertices/" + v.ID + "/metrics"
+		var listed []metric
+		if err := c.Call(ctx, http.MethodGet, path, nil, &listed); err != nil {
+			return nil, err
+		}
+		var ids []string
+		for _, m := range listed {
+			// <subtask>.<operator>.<metric>: Flink's operator names carry no dots.
+			if parts := strings.SplitN(m.ID, ".", 3); len(parts) == 3 && keep(parts[2]) {
+				ids = append(ids, m.ID)
+			}
+		}
+		for len(ids) > 0 {
+			n := min(len(ids), 40) // keep the query string short
+			var got []metric
+			if err := c.Call(ctx, http.MethodGet, path+"?get="+url.QueryEscape(strings.Join(ids[:n], ",")), nil, &got); err != nil {
+				return nil, err
+			}
+			ids = ids[n:]
+			for _, m := range got {
+				val, err := strconv.ParseInt(m.Value, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("metric %s of job %s is %q, not a counter", m.ID, job, m.Value)
+				}
+				out[strings.SplitN(m.ID, ".", 3)[2]] += val
+			}
+		}
+	}
+	return out, nil
 }
