@@ -48,7 +48,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"reflect"
+	"syscall"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -91,7 +93,11 @@ var (
 func main() {
 	flag.Parse()
 	beam.Init()
-	l, err := run(context.Background())
+	// An interrupt ends the run through its context, so that the server's child process and
+	// the Flink job are stopped on the way out instead of left running.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := run(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		if l != nil && l.lost > 0 {
