@@ -77,6 +77,7 @@ var (
 	keys        = flag.Int("keys", 20, "partition keys; each key's messages carry increasing sequence numbers")
 	shards      = flag.Int("shards", 4, "shards of the input stream at the start")
 	efo         = flag.Bool("efo", false, "read with enhanced fan-out (SubscribeToShard) instead of polling")
+	pollEvery   = flag.Duration("poll_interval", 0, "the read's WithPollInterval (0: the connector's default)")
 	reshardEach = flag.Duration("reshard_every", 15*time.Second, "split, merge or UpdateShardCount the input stream this often (0: never)")
 	faultRate   = flag.Float64("fault_rate", 0.02, "share of requests answered with 5xx, and of requests whose connection is dropped")
 	throttle    = flag.Float64("throttle_rate", 0.05, "share of GetRecords calls and PutRecords entries throttled")
@@ -217,6 +218,9 @@ func soakPipeline(srv service, ends bool) *beam.Pipeline {
 	writeOpts := append([]kinesisio.Option{kinesisio.WithRetries(*writeRetry, 50*time.Millisecond, time.Second)}, opts...)
 	if ends {
 		readOpts = append(readOpts, kinesisio.WithMaxReadTime(*duration+*readTail))
+	}
+	if *pollEvery > 0 {
+		readOpts = append(readOpts, kinesisio.WithPollInterval(*pollEvery))
 	}
 	if *efo {
 		readOpts = append(readOpts, kinesisio.WithEnhancedFanOut("soak"))
