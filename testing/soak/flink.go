@@ -55,7 +55,6 @@ type flinkJob struct {
 	// fail to trigger while tasks deploy.
 	failedBefore int
 	done         chan struct{}
-	res          beam.PipelineResult
 	err          error
 }
 
@@ -212,7 +211,9 @@ func submit(ctx context.Context, c *flinkCluster, p *beam.Pipeline, opts flinkru
 	j := &flinkJob{done: make(chan struct{})}
 	go func() {
 		defer close(j.done)
-		j.res, j.err = flinkrunner.Execute(ctx, p, opts)
+		// The result's metrics hold nothing once the soak cancels the job: the counters
+		// come from the REST API (addCounters).
+		_, j.err = flinkrunner.Execute(ctx, p, opts)
 	}()
 	err = flinkrest.Await(ctx, 5*time.Minute, "the job to run on Flink", func() (bool, error) {
 		if j.ended() {

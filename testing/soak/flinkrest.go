@@ -42,7 +42,7 @@ func (c *flinkCluster) rss() map[string]uint64 {
 // them, to rep, named as on Prism (namespace/name).
 func (c *flinkCluster) addCounters(ctx context.Context, rep *flinkReport, job string) error {
 	got, err := c.Counters(ctx, job, func(n string) bool {
-		return (strings.HasPrefix(n, "kinesisio_") || strings.HasPrefix(n, "soak_")) && ledgerCounter(n)
+		return counterName(n) != n && ledgerCounter(n) // this job's namespaces only
 	})
 	if err != nil {
 		return fmt.Errorf("reading the counters of Flink job %s: %w", job, err)
@@ -54,7 +54,7 @@ func (c *flinkCluster) addCounters(ctx context.Context, rep *flinkReport, job st
 }
 
 // counterName turns the name Beam's Flink runner gives a counter of this job back into
-// namespace/name.
+// namespace/name; a name outside the job's namespaces comes back as it is.
 func counterName(flinkName string) string {
 	for _, ns := range []string{"kinesisio.Write", "kinesisio", "soak"} {
 		if p := strings.ReplaceAll(ns, ".", "_") + "_"; strings.HasPrefix(flinkName, p) {

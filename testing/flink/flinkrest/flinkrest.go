@@ -360,10 +360,12 @@ func (c *Cluster) Counters(ctx context.Context, job string, keep func(name strin
 		if err := c.Call(ctx, http.MethodGet, path, nil, &listed); err != nil {
 			return nil, err
 		}
+		// A task metric's id is <subtask>.<operator>.<metric>: operator names carry no dots.
+		names := map[string]string{}
 		var ids []string
 		for _, m := range listed {
-			// <subtask>.<operator>.<metric>: Flink's operator names carry no dots.
 			if parts := strings.SplitN(m.ID, ".", 3); len(parts) == 3 && keep(parts[2]) {
+				names[m.ID] = parts[2]
 				ids = append(ids, m.ID)
 			}
 		}
@@ -379,7 +381,7 @@ func (c *Cluster) Counters(ctx context.Context, job string, keep func(name strin
 				if err != nil {
 					return nil, fmt.Errorf("metric %s of job %s is %q, not a counter", m.ID, job, m.Value)
 				}
-				out[strings.SplitN(m.ID, ".", 3)[2]] += val
+				out[names[m.ID]] += val
 			}
 		}
 	}
