@@ -58,9 +58,9 @@ type heldJob struct {
 }
 
 // killMidWindow waits until every job has written output of its own and its table holds
-// positions of at least four shards (the input's four, or after the split their children), lets a window of size open, and a third
-// into it cancels
-// the jobs hard (no savepoint) or, with wholeCluster, kills every TaskManager and the
+// positions of at least four shards (the input's four, or after the split their children),
+// and a third into the next window of size (the one open, if a third of it is still to
+// come) cancels the jobs hard (no savepoint) or, with wholeCluster, kills every TaskManager and the
 // JobManager (kill -9; no HA, so the jobs are gone) and starts them again; either way it
 // kills the jobs' launchers (which, in LOOPBACK, are also their SDK workers). size is a
 // multiple of every job's window, so the kill is inside a window of each.
@@ -83,7 +83,11 @@ func killMidWindow(t *testing.T, db *dynamodb.Client, size time.Duration, wholeC
 		})
 	}
 	now := time.Now()
-	time.Sleep(now.Truncate(size).Add(size + size/3).Sub(now))
+	kill := now.Truncate(size).Add(size / 3)
+	if kill.Before(now) {
+		kill = kill.Add(size)
+	}
+	time.Sleep(kill.Sub(now))
 	if wholeCluster {
 		clusterScript(t, "kill-all")
 	}
@@ -104,7 +108,7 @@ func killMidWindow(t *testing.T, db *dynamodb.Client, size time.Duration, wholeC
 
 // TestWindowsLoseNothingAcrossRestartsFromTheTable is issue 23's case on the cluster, for
 // both pipelines that keep records in windows before their sink, run side by side on the
-// same input (4 shards, 200 records/s), each with its own --checkpoint_table on dynalite:
+// same input (4 shards, 100 records/s), each with its own --checkpoint_table on dynalite:
 // kinesis-to-kinesis --transform=count --window=5s, and kinesis-to-files --window=10s
 // staging Parquet; and beside them kinesis-to-kinesis --transform=passthrough, which
 // keeps nothing in state. In the middle of a window, the jobs are first cancelled hard (no
@@ -171,7 +175,7 @@ func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 	}
 
 	jobs := start()
-	prod := startProducer(srv.Client(), "in", 20, 100*time.Millisecond, func(i int) string { return fmt.Sprintf(`{"id":"rec-%06d","ts":%d}`, i, i) })
+	prod := startProducer(srv.Client(), "in", 10, 100*time.Millisecond, func(i int) string { return fmt.Sprintf(`{"id":"rec-%06d","ts":%d}`, i, i) })
 	killMidWindow(t, db, filesWindow, false, jobs...)
 	atCancel, filesAtCancel := prod.count(), len(parquetFiles(t, staging))
 	// The input splits from 4 shards to 8 while no job runs: the next jobs read each parent
