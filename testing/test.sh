@@ -37,12 +37,13 @@ else
   # waiting on submissions, checkpoints and restarts). go test would start it only when a
   # slot frees, late in the run, so it runs in a go test of its own from the start, beside
   # one that runs every other package one at a time: two test binaries at once, as before.
+  # Its output is printed when both have ended.
   step "go test -count=1 -timeout 25m ./... (testing/flink beside the rest)"
   flink_log=$(mktemp)
   go test -count=1 -timeout 25m ./testing/flink/ >"$flink_log" 2>&1 &
   flink_pid=$!
   rest_rc=0
-  go test -count=1 -timeout 25m -p 1 $(go list ./... | grep -vx 'github.com/beamkinesis/beamkinesis/testing/flink') || rest_rc=$?
+  go test -count=1 -timeout 25m -p 1 $(go list ./... | grep -vx "$(go list -m)/testing/flink") || rest_rc=$?
   flink_rc=0
   wait "$flink_pid" || flink_rc=$?
   cat "$flink_log"; rm -f "$flink_log"

@@ -58,12 +58,12 @@ type heldJob struct {
 }
 
 // killMidWindow waits until every job has written output of its own and its table holds
-// positions of at least four shards (the input's four, or after the split their children),
-// and a third into the next window of size (the one open, if a third of it is still to
-// come) cancels the jobs hard (no savepoint) or, with wholeCluster, kills every TaskManager and the
-// JobManager (kill -9; no HA, so the jobs are gone) and starts them again; either way it
-// kills the jobs' launchers (which, in LOOPBACK, are also their SDK workers). size is a
-// multiple of every job's window, so the kill is inside a window of each.
+// positions of at least four shards (the input's four, or after the split their children).
+// Then, a third into the next window of size (the one open, if a third of it is still to
+// come), it cancels the jobs hard (no savepoint) or, with wholeCluster, kills every
+// TaskManager and the JobManager (kill -9; no HA, so the jobs are gone) and starts them
+// again; either way it kills the jobs' launchers (which, in LOOPBACK, are also their SDK
+// workers). size is a multiple of every job's window, so the kill is inside a window of each.
 func killMidWindow(t *testing.T, db *dynamodb.Client, size time.Duration, wholeCluster bool, jobs ...heldJob) {
 	t.Helper()
 	for _, j := range jobs {
