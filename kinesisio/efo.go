@@ -57,27 +57,6 @@ const (
 	idleResumeDelay = 50 * time.Millisecond
 )
 
-// startKey is a restriction's start, the key under which an open subscription waits for the
-// ProcessElement call that resumes exactly where the last one stopped.
-type startKey struct {
-	Kind   int64
-	Seq    string
-	Sub    int64
-	TimeMs int64
-}
-
-// resumeKey is where the residual of rest starts after a checkpoint that followed the claim
-// last (nil when nothing was claimed): the same computation as shardTracker.TrySplit.
-func resumeKey(rest shardRestriction, last *recordClaim) startKey {
-	if last == nil {
-		return startKey{Kind: rest.StartKind, Seq: rest.StartSeq, Sub: rest.StartSub, TimeMs: rest.StartTimeMs}
-	}
-	if last.Last {
-		return startKey{Kind: startAfterSequence, Seq: last.Pos.Seq}
-	}
-	return startKey{Kind: startAfterSubSequence, Seq: last.Pos.Seq, Sub: last.Pos.Sub}
-}
-
 // subscription is one open SubscribeToShard event stream of a shard.
 type subscription struct {
 	shardKey string
@@ -281,29 +260,9 @@ func (st *efoState) position() (types.StartingPosition, shardRestriction) {
 		st.skip = nil
 		return types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(st.cont)}, st.start
 	}
-	from := st.start
-	if c := st.lastClaim; c != nil {
-		from.StartSeq, from.StartSub, from.StartTimeMs = c.Pos.Seq, c.Pos.Sub, 0
-		from.StartKind = startAfterSubSequence
-		if c.Last {
-			from.StartKind, from.StartSub = startAfterSequence, 0
-		}
-	}
+	from := st.start.after(st.lastClaim)
 	st.skip = from.skipThrough()
-	var p types.StartingPosition
-	switch from.StartKind {
-	case startAtTimestamp:
-		t := time.UnixMilli(from.StartTimeMs)
-		p.Type, p.Timestamp = types.ShardIteratorTypeAtTimestamp, &t
-	case startAtSequence, startAfterSubSequence:
-		// Inside an aggregate: read it again and skip the user records already claimed.
-		p.Type, p.SequenceNumber = types.ShardIteratorTypeAtSequenceNumber, aws.String(from.StartSeq)
-	case startAfterSequence:
-		p.Type, p.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(from.StartSeq)
-	default:
-		p.Type = types.ShardIteratorTypeTrimHorizon
-	}
-	return p, from
+	return from.startingPosition(), from
 }
 
 // ownProtocol gives one SubscribeToShard call its own protocol, hence its own event-stream
@@ -406,7 +365,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 	}
 	var sub *subscription
 	if !bounded && !r.spec.NoSubscriptionReuse {
-		sub = subscriptions.take(st.shardKey, resumeKey(rest, nil))
+		sub = subscriptions.take(st.shardKey, rest.start())
 	}
 	if sub != nil {
 		subscriptionsReused.Inc(ctx, 1)
@@ -441,10 +400,10 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 	var pendingBytes int64
 	checkpoint := func(in time.Duration) (sdf.ProcessContinuation, error) {
 		if !bounded {
-			memos.setBacklog(memoKey, resumeKey(rest, st.lastClaim), backlog+float64(pendingBytes), time.Now())
+			memos.setBacklog(memoKey, rest.after(st.lastClaim).start(), backlog+float64(pendingBytes), time.Now())
 		}
 		if !r.spec.NoSubscriptionReuse {
-			subscriptions.park(sub, resumeKey(rest, st.lastClaim), r)
+			subscriptions.park(sub, rest.after(st.lastClaim).start(), r)
 			sub = nil
 		}
 		return sdf.ResumeProcessingIn(in), nil

@@ -138,7 +138,7 @@ func (fn *shardFn) RestrictionSize(d shardDescriptor, r shardRestriction) float6
 		return 0
 	}
 	if r.MaxRecords == 0 {
-		if b, ok := memos.backlog(shardKey(fn.Spec.ReadID, d), resumeKey(r, nil)); ok {
+		if b, ok := memos.backlog(shardKey(fn.Spec.ReadID, d), r.start()); ok {
 			return b
 		}
 	}

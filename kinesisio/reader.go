@@ -229,7 +229,7 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 	}
 	rs := r.newReadState(d, rest, bounded)
 	st := &rs
-	if it, ok := memos.takeIterator(key, resumeKey(rest, nil), time.Now()); ok {
+	if it, ok := memos.takeIterator(key, rest.start(), time.Now()); ok {
 		// The last call on this worker stopped exactly where this one starts.
 		st.iterator = it
 		iteratorsReused.Inc(ctx, 1)
@@ -245,7 +245,7 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 	// checkpoint, and asks to be resumed after wait.
 	var backlog float64
 	checkpoint := func(wait time.Duration) (sdf.ProcessContinuation, error) {
-		at := resumeKey(rest, st.lastClaim)
+		at := rest.after(st.lastClaim).start()
 		now := time.Now()
 		memos.parkIterator(key, at, st.iterator, now)
 		memos.setBacklog(key, at, backlog, now)
@@ -317,7 +317,7 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 			// checkpoint after the last record emitted. The response's next iterator is past
 			// records not emitted, so none is left for the next call; the records not
 			// emitted are unread too.
-			memos.setBacklog(key, resumeKey(rest, st.lastClaim), backlog+float64(dataBytes(out.Records[next:])), time.Now())
+			memos.setBacklog(key, rest.after(st.lastClaim).start(), backlog+float64(dataBytes(out.Records[next:])), time.Now())
 			return sdf.ResumeProcessingIn(0), nil
 		}
 		if out.MillisBehindLatest != nil {
@@ -664,14 +664,7 @@ func (r *shardReader) startTrimmed(ctx context.Context, d shardDescriptor, seq s
 // renew replaces an expired iterator, resuming after the last record claimed in this call
 // or, if none was, where the iterator was first opened.
 func (r *shardReader) renew(ctx context.Context, st *readState) error {
-	from := st.start
-	if c := st.lastClaim; c != nil {
-		from.StartSeq, from.StartSub = c.Pos.Seq, c.Pos.Sub
-		from.StartKind = startAfterSubSequence
-		if c.Last {
-			from.StartKind, from.StartSub = startAfterSequence, 0
-		}
-	}
+	from := st.start.after(st.lastClaim)
 	it, err := r.getShardIterator(ctx, st.d, from.iteratorInput(st.d))
 	if err != nil {
 		return fmt.Errorf("kinesisio: renewing the iterator of %v at %s: %w", st.d, from.startString(), err)

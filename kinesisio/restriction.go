@@ -113,20 +113,65 @@ func (r shardRestriction) sequenceStart() (string, bool) {
 	return "", false
 }
 
+// startKey is a restriction's start: the key under which a worker keeps what a call left
+// for the call that resumes exactly there (an open iterator or subscription, a backlog).
+type startKey struct {
+	Kind   int64
+	Seq    string
+	Sub    int64
+	TimeMs int64
+}
+
+// start is the range's start as a key.
+func (r shardRestriction) start() startKey {
+	return startKey{Kind: r.StartKind, Seq: r.StartSeq, Sub: r.StartSub, TimeMs: r.StartTimeMs}
+}
+
+// after is the range with its start moved right after the claim c, or the range itself when
+// c is nil (nothing claimed). It is the only computation of where a read goes on after a
+// claim: the residual of a checkpoint, a renewed iterator, a new subscription and the keys
+// of what a call leaves for the next one all use it. After the last user record of a
+// Kinesis record the range starts after that record; after one inside a KPL aggregate it
+// starts after the user record, so the aggregate is read again and the claimed part skipped.
+func (r shardRestriction) after(c *recordClaim) shardRestriction {
+	if c == nil {
+		return r
+	}
+	r.StartSeq, r.StartSub, r.StartTimeMs = c.Pos.Seq, c.Pos.Sub, 0
+	r.StartKind = startAfterSubSequence
+	if c.Last {
+		r.StartKind, r.StartSub = startAfterSequence, 0
+	}
+	return r
+}
+
+// iteratorStart is how Kinesis names the range's start: the iterator type, with the
+// sequence number or timestamp it takes. A start inside an aggregate reads the aggregate
+// again (AT_SEQUENCE_NUMBER); skipThrough says what to skip in it.
+func (r shardRestriction) iteratorStart() (typ types.ShardIteratorType, seq *string, at *time.Time) {
+	switch r.StartKind {
+	case startAtTimestamp:
+		t := time.UnixMilli(r.StartTimeMs)
+		return types.ShardIteratorTypeAtTimestamp, nil, &t
+	case startAtSequence, startAfterSubSequence:
+		return types.ShardIteratorTypeAtSequenceNumber, aws.String(r.StartSeq), nil
+	case startAfterSequence:
+		return types.ShardIteratorTypeAfterSequenceNumber, aws.String(r.StartSeq), nil
+	}
+	return types.ShardIteratorTypeTrimHorizon, nil, nil
+}
+
 // iteratorInput is the GetShardIterator request that opens the range at its start.
 func (r shardRestriction) iteratorInput(d shardDescriptor) *kinesis.GetShardIteratorInput {
 	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(d.ShardID)}
 	in.StreamName, in.StreamARN = streamarn.Input(d.Stream)
-	switch r.StartKind {
-	case startAtTimestamp:
-		t := time.UnixMilli(r.StartTimeMs)
-		in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeAtTimestamp, &t
-	case startAtSequence, startAfterSubSequence:
-		in.ShardIteratorType, in.StartingSequenceNumber = types.ShardIteratorTypeAtSequenceNumber, aws.String(r.StartSeq)
-	case startAfterSequence:
-		in.ShardIteratorType, in.StartingSequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(r.StartSeq)
-	default:
-		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
-	}
+	in.ShardIteratorType, in.StartingSequenceNumber, in.Timestamp = r.iteratorStart()
 	return in
+}
+
+// startingPosition is the SubscribeToShard position that opens the range at its start.
+func (r shardRestriction) startingPosition() types.StartingPosition {
+	var p types.StartingPosition
+	p.Type, p.SequenceNumber, p.Timestamp = r.iteratorStart()
+	return p
 }

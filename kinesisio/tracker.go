@@ -213,17 +213,14 @@ func (t *shardTracker) TrySplit(fraction float64) (primary, residual any, err er
 		return nil, nil, fmt.Errorf("kinesisio: split fraction %v is negative", fraction)
 	}
 	res := t.rest
-	res.VerifiedMs = t.verifiedMs
 	if t.claimed > 0 {
-		res.StartSeq, res.StartSub, res.StartTimeMs = t.last.Pos.Seq, t.last.Pos.Sub, 0
-		if t.last.Last {
-			res.StartKind, res.StartSub = startAfterSequence, 0
-		} else {
-			res.StartKind = startAfterSubSequence
+		res = t.rest.after(&t.last)
+		res.Claimed += t.claimed
+		if !t.last.Last {
 			checkpointsInsideAggregates.Add(1)
 		}
-		res.Claimed += t.claimed
 	}
+	res.VerifiedMs = t.verifiedMs
 	prim := t.rest
 	if t.claimed > 0 {
 		prim.EndSeq, prim.EndSub = t.last.Pos.Seq, t.last.Pos.Sub
