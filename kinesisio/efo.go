@@ -293,12 +293,7 @@ func (r *shardReader) subscribe(ctx context.Context, st *efoState) (*subscriptio
 		var err error
 		out, err = r.client.SubscribeToShard(sctx, in, ownProtocol)
 		subscriptions.called(st.shardKey, sent, err == nil)
-		var invalid *types.InvalidArgumentException
-		if err != nil && pos.Type == types.ShardIteratorTypeAtTimestamp && errors.As(err, &invalid) &&
-			time.Since(time.UnixMilli(from.StartTimeMs)) < time.Minute {
-			// As in open: LATEST made AT_TIMESTAMP on this worker's clock is still in the
-			// future on the service's. Nothing arrived after it yet, so LATEST reads the
-			// same records.
+		if from.latestInFuture(err) {
 			in.StartingPosition = &types.StartingPosition{Type: types.ShardIteratorTypeLatest}
 			sent = time.Now()
 			subscribeCalls.Inc(ctx, 1)
@@ -371,7 +366,7 @@ func (r *shardReader) processEFO(ctx context.Context, we *watermarkEstimator, rt
 		subscriptionsReused.Inc(ctx, 1)
 		st.cont = sub.cont
 	} else {
-		if err := r.checkStart(ctx, &st.readState, rest); err != nil {
+		if err := r.checkStart(ctx, &st.readState); err != nil {
 			return r.readError(ctx, rt, &st.readState, arn, err)
 		}
 		if rest.Claimed == 0 && rest.VerifiedMs == 0 {
@@ -575,25 +570,4 @@ func eventLagMs(ev *types.SubscribeToShardEvent, now time.Time) *int64 {
 		}
 	}
 	return &behind
-}
-
-// checkStart checks a sequence-number start that may have been trimmed by retention, as
-// open does for polling, and moves st to the trim horizon when told to skip lost data.
-func (r *shardReader) checkStart(ctx context.Context, st *readState, rest shardRestriction) error {
-	seq, ok := rest.sequenceStart()
-	if !ok || (rest.VerifiedMs != 0 && time.Since(time.UnixMilli(rest.VerifiedMs)) <= minRetention-retentionMargin) {
-		return nil
-	}
-	lost, err := r.startTrimmed(ctx, st.d, seq)
-	if err != nil || lost == "" {
-		return err
-	}
-	if r.spec.FailOnDataLoss {
-		return dataLossError(st.d, rest, lost)
-	}
-	dataLossSkips.Inc(ctx, 1)
-	log.Warnf(ctx, "kinesisio: %v: the read position %s is older than the oldest retained record (%s); continuing from the trim horizon, records may have been lost", st.d, rest.startString(), lost)
-	st.start.StartKind, st.start.StartSeq, st.start.StartSub = startTrimHorizon, "", 0
-	st.skip = nil
-	return nil
 }

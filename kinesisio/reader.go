@@ -17,20 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
-)
-
-// minRetention is the shortest retention Kinesis allows. A position verified (read, or
-// caught up past) less than minRetention minus a margin ago cannot have been trimmed, so
-// only older or user-given positions are checked against the trim horizon.
-const (
-	minRetention    = 24 * time.Hour
-	retentionMargin = time.Hour
-	// trimProbePages bounds the pages read to find a shard's oldest record.
-	trimProbePages = 20
 )
 
 // readSpec is the configuration a shard reader carries to the workers. Its fields are
@@ -233,7 +222,7 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 		// The last call on this worker stopped exactly where this one starts.
 		st.iterator = it
 		iteratorsReused.Inc(ctx, 1)
-	} else if err := r.open(ctx, st, rest); err != nil {
+	} else if err := r.open(ctx, st); err != nil {
 		return r.readError(ctx, rt, st, "", err)
 	} else if rest.Claimed == 0 && rest.VerifiedMs == 0 {
 		log.Infof(ctx, "kinesisio: opened %v at %s", d, rest.startString())
@@ -561,104 +550,33 @@ func (r *shardReader) getShardIterator(ctx context.Context, d shardDescriptor, i
 	return aws.ToString(out.ShardIterator), nil
 }
 
-// open gets the iterator at the restriction's start. A sequence-number start that may have
-// been trimmed by retention (a user-given one, or one not verified for nearly the minimum
-// retention) is first checked against the shard's oldest record.
-func (r *shardReader) open(ctx context.Context, st *readState, rest shardRestriction) error {
-	if seq, ok := rest.sequenceStart(); ok {
-		stale := rest.VerifiedMs == 0 || time.Since(time.UnixMilli(rest.VerifiedMs)) > minRetention-retentionMargin
-		if stale {
-			lost, err := r.startTrimmed(ctx, st.d, seq)
-			if err != nil {
-				return err
-			}
-			if lost != "" {
-				return r.onDataLoss(ctx, st, rest, lost)
-			}
-		}
+// open gets the iterator at the restriction's start, once the start is checked against
+// the trim horizon (checkStart).
+func (r *shardReader) open(ctx context.Context, st *readState) error {
+	if err := r.checkStart(ctx, st); err != nil {
+		return err
 	}
-	it, err := r.getShardIterator(ctx, st.d, rest.iteratorInput(st.d))
-	var invalid *types.InvalidArgumentException
-	if err != nil && rest.StartKind == startAtTimestamp && errors.As(err, &invalid) && time.Since(time.UnixMilli(rest.StartTimeMs)) < time.Minute {
-		// The start (LATEST made AT_TIMESTAMP on this worker's clock) is still in the future
-		// on the service's clock, which refuses it. Nothing has arrived after it yet, so
-		// LATEST reads the same records; the restriction keeps the timestamp, so a
-		// checkpoint before the first record still skips nothing.
-		in := rest.iteratorInput(st.d)
+	it, err := r.getShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
+	if st.start.latestInFuture(err) {
+		in := st.start.iteratorInput(st.d)
 		in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeLatest, nil
 		it, err = r.getShardIterator(ctx, st.d, in)
 	}
-	if err != nil {
-		if _, ok := rest.sequenceStart(); ok && errors.As(err, &invalid) {
-			// Some servers refuse an iterator at a trimmed sequence number.
-			if lost, perr := r.startTrimmed(ctx, st.d, rest.StartSeq); perr == nil && lost != "" {
-				return r.onDataLoss(ctx, st, rest, lost)
+	var invalid *types.InvalidArgumentException
+	if _, ok := st.start.sequenceStart(); ok && errors.As(err, &invalid) {
+		// Some servers refuse an iterator at a trimmed sequence number.
+		if lost, perr := r.startTrimmed(ctx, st.d, st.start.StartSeq); perr == nil && lost != "" {
+			if err := r.onDataLoss(ctx, st, lost); err != nil {
+				return err
 			}
+			it, err = r.getShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
 		}
-		return fmt.Errorf("kinesisio: opening %v at %s: %w", st.d, rest.startString(), err)
+	}
+	if err != nil {
+		return fmt.Errorf("kinesisio: opening %v at %s: %w", st.d, st.start.startString(), err)
 	}
 	st.iterator = it
 	return nil
-}
-
-// onDataLoss fails the read or, without failOnDataLoss, moves it to the trim horizon.
-func (r *shardReader) onDataLoss(ctx context.Context, st *readState, rest shardRestriction, oldest string) error {
-	if r.spec.FailOnDataLoss {
-		return dataLossError(st.d, rest, oldest)
-	}
-	dataLossSkips.Inc(ctx, 1)
-	log.Warnf(ctx, "kinesisio: %v: the read position %s is older than the oldest retained record (%s); continuing from the trim horizon, records may have been lost", st.d, rest.startString(), oldest)
-	th := rest
-	th.StartKind, th.StartSeq, th.StartSub = startTrimHorizon, "", 0
-	it, err := r.getShardIterator(ctx, st.d, th.iteratorInput(st.d))
-	if err != nil {
-		return fmt.Errorf("kinesisio: opening %v at TRIM_HORIZON: %w", st.d, err)
-	}
-	st.iterator, st.skip, st.start = it, nil, th
-	return nil
-}
-
-// dataLossError is the error of a read whose position rest has been trimmed; oldest is the
-// oldest retained sequence number.
-func dataLossError(d shardDescriptor, rest shardRestriction, oldest string) error {
-	return fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithFailOnDataLoss(false) to continue from the trim horizon", d, rest.startString(), oldest)
-}
-
-// startTrimmed reports whether the record seq of shard d has been trimmed: it returns the
-// oldest retained sequence number (or "none") when that is later than seq, and "" when seq is
-// still retained.
-func (r *shardReader) startTrimmed(ctx context.Context, d shardDescriptor, seq string) (string, error) {
-	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(d.ShardID), ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
-	in.StreamName, in.StreamARN = streamarn.Input(d.Stream)
-	it, err := r.getShardIterator(ctx, d, in)
-	if err != nil {
-		return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
-	}
-	for range trimProbePages {
-		var out *kinesis.GetRecordsOutput
-		err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-			var err error
-			out, err = r.client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(1)})
-			return err
-		}, r.onRetry(ctx, d, "GetRecords"))
-		if err != nil {
-			return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
-		}
-		if len(out.Records) > 0 {
-			oldest := aws.ToString(out.Records[0].SequenceNumber)
-			if seqnum.Compare(oldest, seq) > 0 {
-				return oldest, nil
-			}
-			return "", nil
-		}
-		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
-		if out.NextShardIterator == nil || caughtUp {
-			break
-		}
-		it = aws.ToString(out.NextShardIterator)
-	}
-	// The shard retains no record at all, so the one the position names is gone too.
-	return "none", nil
 }
 
 // renew replaces an expired iterator, resuming after the last record claimed in this call

@@ -1,0 +1,120 @@
+package kinesisio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
+)
+
+// The trim rule, for polling and enhanced fan-out alike: a read that starts at a sequence
+// number the stream no longer retains has lost the records between that number and the
+// oldest retained one. It fails, or with WithFailOnDataLoss(false) it goes on from the trim
+// horizon, with a warning and the data_loss_skips counter.
+
+const (
+	// minRetention is the shortest retention Kinesis allows. A position verified (read, or
+	// caught up past) less than minRetention minus retentionMargin ago cannot have been
+	// trimmed, so only older or user-given positions are checked against the trim horizon.
+	minRetention    = 24 * time.Hour
+	retentionMargin = time.Hour
+	// trimProbePages bounds the pages read to find a shard's oldest record.
+	trimProbePages = 20
+)
+
+// mayBeTrimmed says whether the range starts at a sequence number that retention may have
+// trimmed: one the user gave, or one the read last verified nearly a minimum retention ago.
+func (r shardRestriction) mayBeTrimmed(now time.Time) bool {
+	if _, ok := r.sequenceStart(); !ok {
+		return false
+	}
+	return r.VerifiedMs == 0 || now.Sub(time.UnixMilli(r.VerifiedMs)) > minRetention-retentionMargin
+}
+
+// latestInFuture says whether err is the service refusing the range's AT_TIMESTAMP start
+// because it is still in the future on the service's clock: the read began at LATEST, which
+// discovery made AT_TIMESTAMP on this worker's clock, less than a minute ago. Nothing has
+// arrived after it yet, so LATEST reads the same records; the restriction keeps the
+// timestamp, so a checkpoint before the first record still skips nothing.
+func (r shardRestriction) latestInFuture(err error) bool {
+	var invalid *types.InvalidArgumentException
+	return err != nil && r.StartKind == startAtTimestamp && errors.As(err, &invalid) &&
+		time.Since(time.UnixMilli(r.StartTimeMs)) < time.Minute
+}
+
+// checkStart applies the trim rule to st's start when it may have been trimmed.
+func (r *shardReader) checkStart(ctx context.Context, st *readState) error {
+	if !st.start.mayBeTrimmed(time.Now()) {
+		return nil
+	}
+	lost, err := r.startTrimmed(ctx, st.d, st.start.StartSeq)
+	if err != nil || lost == "" {
+		return err
+	}
+	return r.onDataLoss(ctx, st, lost)
+}
+
+// onDataLoss fails the read of st, whose start is older than oldest, the oldest retained
+// sequence number, or without failOnDataLoss moves st to the trim horizon.
+func (r *shardReader) onDataLoss(ctx context.Context, st *readState, oldest string) error {
+	if r.spec.FailOnDataLoss {
+		return dataLossError(st.d, st.start, oldest)
+	}
+	dataLossSkips.Inc(ctx, 1)
+	log.Warnf(ctx, "kinesisio: %v: the read position %s is older than the oldest retained record (%s); continuing from the trim horizon, records may have been lost", st.d, st.start.startString(), oldest)
+	st.start.StartKind, st.start.StartSeq, st.start.StartSub = startTrimHorizon, "", 0
+	st.skip = nil
+	return nil
+}
+
+// dataLossError is the error of a read whose position rest has been trimmed; oldest is the
+// oldest retained sequence number.
+func dataLossError(d shardDescriptor, rest shardRestriction, oldest string) error {
+	return fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithFailOnDataLoss(false) to continue from the trim horizon", d, rest.startString(), oldest)
+}
+
+// startTrimmed reports whether the record seq of shard d has been trimmed: it returns the
+// oldest retained sequence number (or "none") when that is later than seq, and "" when seq is
+// still retained.
+func (r *shardReader) startTrimmed(ctx context.Context, d shardDescriptor, seq string) (string, error) {
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(d.ShardID), ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
+	in.StreamName, in.StreamARN = streamarn.Input(d.Stream)
+	it, err := r.getShardIterator(ctx, d, in)
+	if err != nil {
+		return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
+	}
+	for range trimProbePages {
+		var out *kinesis.GetRecordsOutput
+		err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
+			var err error
+			out, err = r.client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(1)})
+			return err
+		}, r.onRetry(ctx, d, "GetRecords"))
+		if err != nil {
+			return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
+		}
+		if len(out.Records) > 0 {
+			oldest := aws.ToString(out.Records[0].SequenceNumber)
+			if seqnum.Compare(oldest, seq) > 0 {
+				return oldest, nil
+			}
+			return "", nil
+		}
+		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
+		if out.NextShardIterator == nil || caughtUp {
+			break
+		}
+		it = aws.ToString(out.NextShardIterator)
+	}
+	// The shard retains no record at all, so the one the position names is gone too.
+	return "none", nil
+}
