@@ -13,8 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
-
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
 // consumerARNPattern is the service's pattern for stream consumer ARNs.
@@ -87,21 +85,17 @@ func (r *shardReader) consumer(ctx context.Context) (string, error) {
 // A consumer of that name that is being deregistered (DELETING) is waited on until it is
 // gone, and then registered anew.
 func (r *shardReader) resolveConsumer(ctx context.Context) (string, error) {
-	var summary *kinesis.DescribeStreamSummaryOutput
-	if err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-		var err error
-		summary, err = r.client.DescribeStreamSummary(ctx, streamarn.SummaryInput(r.spec.Stream))
-		return err
-	}, nil); err != nil {
+	summary, err := r.api.DescribeStreamSummary(ctx, r.spec.Stream)
+	if err != nil {
 		return "", fmt.Errorf("describing the stream: %w", err)
 	}
-	streamARN := summary.StreamDescriptionSummary.StreamARN
+	streamARN := summary.StreamARN
 	byName := &kinesis.DescribeStreamConsumerInput{StreamARN: streamARN, ConsumerName: aws.String(r.spec.ConsumerName)}
 
 	deadline := time.Now().Add(consumerActivationTimeout)
 	for {
 		var arn, status string
-		desc, err := r.describeConsumer(ctx, byName, nil)
+		desc, err := r.api.DescribeStreamConsumer(ctx, byName)
 		switch {
 		case err == nil:
 			arn, status = aws.ToString(desc.ConsumerARN), string(desc.ConsumerStatus)
@@ -148,7 +142,7 @@ func (r *shardReader) awaitConsumer(ctx context.Context, arn, status string, dea
 			return "", fmt.Errorf("waiting for consumer %s %s: %w", arn, what, err)
 		}
 		wait = min(2*wait, 2*time.Second)
-		desc, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)}, nil)
+		desc, err := r.api.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
 		switch {
 		case isNotFound(err):
 			status = ""
@@ -161,38 +155,18 @@ func (r *shardReader) awaitConsumer(ctx context.Context, arn, status string, dea
 	return status, nil
 }
 
-// describeConsumer calls DescribeStreamConsumer, retrying throttling and transient failures;
-// onRetry, when not nil, is told of each retry.
-func (r *shardReader) describeConsumer(ctx context.Context, in *kinesis.DescribeStreamConsumerInput, onRetry func(int, error, backoff.Class, time.Duration)) (*types.ConsumerDescription, error) {
-	var out *kinesis.DescribeStreamConsumerOutput
-	err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-		var err error
-		out, err = r.client.DescribeStreamConsumer(ctx, in)
-		return err
-	}, onRetry)
-	if err != nil {
-		return nil, err
-	}
-	return out.ConsumerDescription, nil
-}
-
 // registerConsumer registers the consumer byName names and returns its ARN and status. When
 // another worker registered it first (ResourceInUseException), it describes that one.
 func (r *shardReader) registerConsumer(ctx context.Context, streamARN *string, byName *kinesis.DescribeStreamConsumerInput) (arn, status string, err error) {
-	var out *kinesis.RegisterStreamConsumerOutput
-	err = backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-		var err error
-		out, err = r.client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: streamARN, ConsumerName: byName.ConsumerName})
-		return err
-	}, nil)
+	consumer, err := r.api.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: streamARN, ConsumerName: byName.ConsumerName})
 	var inUse *types.ResourceInUseException
 	switch {
 	case err == nil:
-		arn = aws.ToString(out.Consumer.ConsumerARN)
+		arn = aws.ToString(consumer.ConsumerARN)
 		log.Infof(ctx, "kinesisio: registered enhanced fan-out consumer %s", arn)
-		return arn, string(out.Consumer.ConsumerStatus), nil
+		return arn, string(consumer.ConsumerStatus), nil
 	case errors.As(err, &inUse):
-		desc, err := r.describeConsumer(ctx, byName, nil)
+		desc, err := r.api.DescribeStreamConsumer(ctx, byName)
 		if isNotFound(err) {
 			return "", "", nil // gone again already: the caller tries once more
 		}

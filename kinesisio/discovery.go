@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -12,12 +11,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
-
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
 )
 
 // discoverySpec is the configuration of shard discovery. Its fields are exported because
@@ -49,7 +45,7 @@ func newDiscoverySpec(stream string, cfg config) discoverySpec {
 
 // connect creates the Kinesis client of a discovery DoFn and opens the read's checkpoint
 // table (nil without one).
-func (s discoverySpec) connect(ctx context.Context) (*kinesis.Client, *checkpointer, error) {
+func (s discoverySpec) connect(ctx context.Context) (*readapi.Client, *checkpointer, error) {
 	c, err := newClient(ctx, s.Client)
 	if err != nil {
 		return nil, nil, err
@@ -58,7 +54,7 @@ func (s discoverySpec) connect(ctx context.Context) (*kinesis.Client, *checkpoin
 	if err != nil {
 		return nil, nil, err
 	}
-	return c, cp, nil
+	return readapi.New(c, s.Retry.policy()), cp, nil
 }
 
 // openTable opens the checkpoint table of the read, or returns nil without one.
@@ -97,35 +93,6 @@ func (s discoverySpec) endTimeMs(startMs int64, atStart bool) int64 {
 		return startMs
 	}
 	return 0
-}
-
-// listShards lists every shard the filter selects, following NextToken pages.
-func (s discoverySpec) listShards(ctx context.Context, client *kinesis.Client, filter *types.ShardFilter) ([]types.Shard, error) {
-	policy := backoff.Policy{Retries: s.Retry.NumRetries, Initial: s.Retry.RetryInterval, Max: s.Retry.MaxRetryInterval}
-	var shards []types.Shard
-	in := &kinesis.ListShardsInput{ShardFilter: filter}
-	in.StreamName, in.StreamARN = streamarn.Input(s.Stream)
-	for {
-		var out *kinesis.ListShardsOutput
-		err := backoff.Do(ctx, policy, func(ctx context.Context) error {
-			var err error
-			out, err = client.ListShards(ctx, in)
-			return err
-		}, func(attempt int, err error, class backoff.Class, wait time.Duration) {
-			log.Debugf(ctx, "kinesisio: ListShards on stream %s failed (%v, attempt %d): %v; retrying in %v", s.Stream, class, attempt, err, wait)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("kinesisio: listing the shards of stream %s: %w", s.Stream, err)
-		}
-		shards = append(shards, out.Shards...)
-		if out.NextToken == nil {
-			break
-		}
-		// With a token, the service refuses the stream name and filter.
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
-	}
-	sort.Slice(shards, func(i, j int) bool { return aws.ToString(shards[i].ShardId) < aws.ToString(shards[j].ShardId) })
-	return shards, nil
 }
 
 // discoveryRestriction is the state of unbounded shard discovery: the shards already emitted
@@ -235,19 +202,19 @@ func (t *discoveryTracker) TrySplit(fraction float64) (primary, residual any, er
 type discoverFn struct {
 	Spec discoverySpec
 
-	client *kinesis.Client
-	cp     *checkpointer
+	api *readapi.Client
+	cp  *checkpointer
 	// tableWait is when new shards began to wait for an unreachable checkpoint table.
 	tableWait time.Time
 }
 
 // Setup creates the Kinesis client and opens the checkpoint table.
 func (fn *discoverFn) Setup(ctx context.Context) error {
-	if fn.client != nil {
+	if fn.api != nil {
 		return nil
 	}
 	var err error
-	fn.client, fn.cp, err = fn.Spec.connect(ctx)
+	fn.api, fn.cp, err = fn.Spec.connect(ctx)
 	return err
 }
 
@@ -299,6 +266,7 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	if err := fn.Setup(ctx); err != nil {
 		return nil, err
 	}
+	defer func() { reportCalls(ctx, fn.api.TakeStats()) }()
 	rest := rt.GetRestriction().(discoveryRestriction)
 	shared := watermarksOf(fn.Spec.ReadID)
 	if rest.Done {
@@ -325,7 +293,7 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	if readStart == 0 {
 		readStart, endTime = pollStart, fn.Spec.endTimeMs(pollStart, false)
 	}
-	shards, err := fn.Spec.listShards(ctx, fn.client, fn.Spec.Start.listFilter(readStart))
+	shards, err := fn.api.ListShards(ctx, fn.Spec.Stream, fn.Spec.Start.listFilter(readStart))
 	if err != nil {
 		if backoff.Classify(err) != backoff.Fatal {
 			// The watermark stays where it is until a poll succeeds.
@@ -409,17 +377,17 @@ func (fn *discoverFn) pacingKey() string { return "discovery/" + fn.Spec.ReadID 
 type discoverBoundedFn struct {
 	Spec discoverySpec
 
-	client *kinesis.Client
-	cp     *checkpointer
+	api *readapi.Client
+	cp  *checkpointer
 }
 
 // Setup creates the Kinesis client and opens the checkpoint table.
 func (fn *discoverBoundedFn) Setup(ctx context.Context) error {
-	if fn.client != nil {
+	if fn.api != nil {
 		return nil
 	}
 	var err error
-	fn.client, fn.cp, err = fn.Spec.connect(ctx)
+	fn.api, fn.cp, err = fn.Spec.connect(ctx)
 	return err
 }
 
@@ -428,9 +396,10 @@ func (fn *discoverBoundedFn) ProcessElement(ctx context.Context, _ []byte, emit 
 	if err := fn.Setup(ctx); err != nil {
 		return err
 	}
+	defer func() { reportCalls(ctx, fn.api.TakeStats()) }()
 	start := time.Now().UnixMilli()
 	end := fn.Spec.endTimeMs(start, true)
-	shards, err := fn.Spec.listShards(ctx, fn.client, fn.Spec.Start.listFilter(start))
+	shards, err := fn.api.ListShards(ctx, fn.Spec.Stream, fn.Spec.Start.listFilter(start))
 	if err != nil {
 		return err
 	}

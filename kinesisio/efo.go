@@ -12,9 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 )
@@ -265,11 +263,6 @@ func (st *efoState) position() (types.StartingPosition, shardRestriction) {
 	return from.startingPosition(), from
 }
 
-// ownProtocol gives one SubscribeToShard call its own protocol, hence its own event-stream
-// decoder: a client's protocol shares one decoder between all its event streams without
-// synchronisation (aws/smithy-go#714).
-func ownProtocol(o *kinesis.Options) { o.Protocol = awsjson.New11(schemas.Kinesis_20131202) }
-
 // subscribe opens a subscription at st's position. It returns no subscription and a wait
 // when the service refuses the call for now (ResourceInUseException: the shard was
 // subscribed less than 5 seconds ago, another subscription holds it, or the consumer is not
@@ -285,26 +278,13 @@ func (r *shardReader) subscribe(ctx context.Context, st *efoState) (*subscriptio
 	// call is being made.
 	sctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	var out *kinesis.SubscribeToShardOutput
-	var sent time.Time
-	err := backoff.Do(ctx, r.retry, func(context.Context) error {
-		sent = time.Now()
-		subscribeCalls.Inc(ctx, 1)
-		var err error
-		out, err = r.client.SubscribeToShard(sctx, in, ownProtocol)
+	out, sent, err := r.api.SubscribeToShard(ctx, sctx, st.d, in)
+	subscriptions.called(st.shardKey, sent, err == nil)
+	if from.latestInFuture(err) {
+		in.StartingPosition = &types.StartingPosition{Type: types.ShardIteratorTypeLatest}
+		out, sent, err = r.api.SubscribeToShard(ctx, sctx, st.d, in)
 		subscriptions.called(st.shardKey, sent, err == nil)
-		if from.latestInFuture(err) {
-			in.StartingPosition = &types.StartingPosition{Type: types.ShardIteratorTypeLatest}
-			sent = time.Now()
-			subscribeCalls.Inc(ctx, 1)
-			out, err = r.client.SubscribeToShard(sctx, in, ownProtocol)
-			subscriptions.called(st.shardKey, sent, err == nil)
-		}
-		if backoff.Classify(err) == backoff.Throttled {
-			readThrottles.Inc(ctx, 1)
-		}
-		return err
-	}, r.onRetry(ctx, st.d, "SubscribeToShard"))
+	}
 	stop()
 	if err != nil {
 		cancel()

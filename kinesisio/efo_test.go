@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
@@ -169,7 +170,7 @@ func TestReadBoundedWithEnhancedFanOutSurvivesDroppedSubscriptionsAndResourceInU
 	holder, err := srv.Client().SubscribeToShard(context.Background(), &kinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(arn), ShardId: aws.String("shardId-000000000000"),
 		StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest},
-	}, ownProtocol)
+	}, readapi.OwnProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}

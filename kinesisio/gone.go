@@ -31,8 +31,7 @@ func isNotFound(err error) bool {
 // stream, the enhanced fan-out consumer (when consumerARN is set) or the shard itself, which
 // the service forgets once it has been closed for longer than the retention period.
 func (r *shardReader) missingResource(ctx context.Context, d shardDescriptor, consumerARN string) (string, error) {
-	list := discoverySpec{Stream: d.Stream, Retry: r.spec.Retry}
-	shards, err := list.listShards(ctx, r.client, nil)
+	shards, err := r.api.ListShards(ctx, d.Stream, nil)
 	switch {
 	case isNotFound(err):
 		return goneStream, nil
@@ -40,7 +39,7 @@ func (r *shardReader) missingResource(ctx context.Context, d shardDescriptor, co
 		return goneNothing, err
 	}
 	if consumerARN != "" {
-		desc, err := r.describeConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(consumerARN)}, r.onRetry(ctx, d, "DescribeStreamConsumer"))
+		desc, err := r.api.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(consumerARN)})
 		switch {
 		case isNotFound(err):
 			return goneConsumer, nil

@@ -1,6 +1,12 @@
 package kinesisio
 
-import "github.com/apache/beam/sdks/v2/go/pkg/beam"
+import (
+	"context"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
+)
 
 // metricsNamespace is the Beam metrics namespace of every kinesisio metric.
 const metricsNamespace = "kinesisio"
@@ -26,3 +32,19 @@ var (
 	// backlogBytes is the latest estimate of a shard's unread bytes (shardmemo.go).
 	backlogBytes = beam.NewGauge(metricsNamespace, "backlog_bytes")
 )
+
+// reportCalls adds the Kinesis calls a read's client counted to the read metrics.
+func reportCalls(ctx context.Context, s readapi.Stats) {
+	if s.GetRecords > 0 {
+		getRecordsCalls.Inc(ctx, s.GetRecords)
+	}
+	if s.Subscribes > 0 {
+		subscribeCalls.Inc(ctx, s.Subscribes)
+	}
+	if s.Throttles > 0 {
+		readThrottles.Inc(ctx, s.Throttles)
+	}
+	if s.Retries > 0 {
+		readRetries.Inc(ctx, s.Retries)
+	}
+}

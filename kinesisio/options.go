@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/awsconf"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
@@ -87,6 +88,11 @@ type retryConfig struct {
 	NumRetries       int
 	RetryInterval    time.Duration
 	MaxRetryInterval time.Duration
+}
+
+// policy is the retry policy in internal/backoff's terms.
+func (r retryConfig) policy() backoff.Policy {
+	return backoff.Policy{Retries: r.NumRetries, Initial: r.RetryInterval, Max: r.MaxRetryInterval}
 }
 
 func defaultConfig() config {

@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
-	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
-
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
+	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 )
 
 // readSpec is the configuration a shard reader carries to the workers. Its fields are
@@ -91,7 +91,7 @@ func newReadSpec(stream string, cfg config) readSpec {
 // reading DoFns. It is built on the worker from a readSpec.
 type shardReader struct {
 	spec   readSpec
-	client *kinesis.Client
+	api    *readapi.Client
 	policy watermarkPolicy
 	retry  backoff.Policy
 	// cp is the checkpoint table, or nil.
@@ -119,11 +119,12 @@ func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
 			return nil, err
 		}
 	}
+	retry := spec.Retry.policy()
 	return &shardReader{
 		spec:   spec,
-		client: client,
+		api:    readapi.New(client, retry),
 		policy: policy,
-		retry:  backoff.Policy{Retries: spec.Retry.NumRetries, Initial: spec.Retry.RetryInterval, Max: spec.Retry.MaxRetryInterval},
+		retry:  retry,
 		cp:     cp,
 	}, nil
 }
@@ -196,6 +197,7 @@ func (e noRideOut) Unwrap() error { return e.error }
 
 // processOnce is process without riding out an unreachable Kinesis.
 func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
+	defer func() { reportCalls(ctx, r.api.TakeStats()) }()
 	if r.spec.enhancedFanOut() {
 		return r.processEFO(ctx, we, rt, d, emit)
 	}
@@ -261,7 +263,6 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 			f = r.fetch(ctx, d, st.iterator)
 		}
 		lastCall = f.sent
-		f.stats.count(ctx)
 		sent, out, err := f.sent, f.out, f.err
 		if err != nil {
 			var expired *types.ExpiredIteratorException
@@ -491,63 +492,16 @@ func (r *shardReader) userRecords(ctx context.Context, st *readState, kr *types.
 
 // fetchResult is one GetRecords call, with its retries.
 type fetchResult struct {
-	sent  time.Time
-	out   *kinesis.GetRecordsOutput
-	err   error
-	stats fetchStats
+	sent time.Time
+	out  *kinesis.GetRecordsOutput
+	err  error
 }
 
-// fetchStats counts what a fetch did, for the metrics. A fetch may run on its own goroutine,
-// where Beam metrics must not be touched; the reader adds them up when it takes the result.
-type fetchStats struct {
-	calls, throttles, retries int64
-}
-
-func (s fetchStats) count(ctx context.Context) {
-	getRecordsCalls.Inc(ctx, s.calls)
-	readThrottles.Inc(ctx, s.throttles)
-	readRetries.Inc(ctx, s.retries)
-}
-
-// fetch calls GetRecords with iterator, retrying throttling and transient failures. It is
-// safe to run on another goroutine.
+// fetch calls GetRecords with iterator. It is safe to run on another goroutine.
 func (r *shardReader) fetch(ctx context.Context, d shardDescriptor, iterator string) fetchResult {
 	f := fetchResult{sent: time.Now()}
-	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(iterator), Limit: aws.Int32(r.spec.MaxRecordsPerRead)}
-	f.err = backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-		f.stats.calls++
-		var err error
-		f.out, err = r.client.GetRecords(ctx, in)
-		if backoff.Classify(err) == backoff.Throttled {
-			f.stats.throttles++
-		}
-		return err
-	}, func(attempt int, err error, class backoff.Class, wait time.Duration) {
-		f.stats.retries++
-		log.Debugf(ctx, "kinesisio: GetRecords on %v failed (%v, attempt %d): %v; retrying in %v", d, class, attempt, err, wait)
-	})
+	f.out, f.err = r.api.GetRecords(ctx, d, iterator, r.spec.MaxRecordsPerRead)
 	return f
-}
-
-func (r *shardReader) onRetry(ctx context.Context, d shardDescriptor, op string) func(int, error, backoff.Class, time.Duration) {
-	return func(attempt int, err error, class backoff.Class, wait time.Duration) {
-		readRetries.Inc(ctx, 1)
-		log.Debugf(ctx, "kinesisio: %s on %v failed (%v, attempt %d): %v; retrying in %v", op, d, class, attempt, err, wait)
-	}
-}
-
-// getShardIterator calls GetShardIterator, retrying throttling and transient failures.
-func (r *shardReader) getShardIterator(ctx context.Context, d shardDescriptor, in *kinesis.GetShardIteratorInput) (string, error) {
-	var out *kinesis.GetShardIteratorOutput
-	err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-		var err error
-		out, err = r.client.GetShardIterator(ctx, in)
-		return err
-	}, r.onRetry(ctx, d, "GetShardIterator"))
-	if err != nil {
-		return "", err
-	}
-	return aws.ToString(out.ShardIterator), nil
 }
 
 // open gets the iterator at the restriction's start, once the start is checked against
@@ -556,11 +510,11 @@ func (r *shardReader) open(ctx context.Context, st *readState) error {
 	if err := r.checkStart(ctx, st); err != nil {
 		return err
 	}
-	it, err := r.getShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
+	it, err := r.api.ShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
 	if st.start.latestInFuture(err) {
 		in := st.start.iteratorInput(st.d)
 		in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeLatest, nil
-		it, err = r.getShardIterator(ctx, st.d, in)
+		it, err = r.api.ShardIterator(ctx, st.d, in)
 	}
 	var invalid *types.InvalidArgumentException
 	if _, ok := st.start.sequenceStart(); ok && errors.As(err, &invalid) {
@@ -569,7 +523,7 @@ func (r *shardReader) open(ctx context.Context, st *readState) error {
 			if err := r.onDataLoss(ctx, st, lost); err != nil {
 				return err
 			}
-			it, err = r.getShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
+			it, err = r.api.ShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
 		}
 	}
 	if err != nil {
@@ -583,7 +537,7 @@ func (r *shardReader) open(ctx context.Context, st *readState) error {
 // or, if none was, where the iterator was first opened.
 func (r *shardReader) renew(ctx context.Context, st *readState) error {
 	from := st.start.after(st.lastClaim)
-	it, err := r.getShardIterator(ctx, st.d, from.iteratorInput(st.d))
+	it, err := r.api.ShardIterator(ctx, st.d, from.iteratorInput(st.d))
 	if err != nil {
 		return fmt.Errorf("kinesisio: renewing the iterator of %v at %s: %w", st.d, from.startString(), err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
@@ -88,17 +87,12 @@ func dataLossError(d shardDescriptor, rest shardRestriction, oldest string) erro
 func (r *shardReader) startTrimmed(ctx context.Context, d shardDescriptor, seq string) (string, error) {
 	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(d.ShardID), ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
 	in.StreamName, in.StreamARN = streamarn.Input(d.Stream)
-	it, err := r.getShardIterator(ctx, d, in)
+	it, err := r.api.ShardIterator(ctx, d, in)
 	if err != nil {
 		return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
 	}
 	for range trimProbePages {
-		var out *kinesis.GetRecordsOutput
-		err := backoff.Do(ctx, r.retry, func(ctx context.Context) error {
-			var err error
-			out, err = r.client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(1)})
-			return err
-		}, r.onRetry(ctx, d, "GetRecords"))
+		out, err := r.api.GetRecords(ctx, d, it, 1)
 		if err != nil {
 			return "", fmt.Errorf("kinesisio: finding the trim horizon of %v: %w", d, err)
 		}

@@ -16,9 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
-	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
-
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
+	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 )
 
 // Shard is an open shard and its inclusive hash key range.
