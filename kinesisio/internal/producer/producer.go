@@ -239,22 +239,6 @@ func (p *Producer) Flush(ctx context.Context) error {
 	return nil
 }
 
-// waitResolved waits until every accepted record is resolved, without hurrying them as
-// Flush does: records go out only when their buffers fill or their time is up.
-func (p *Producer) waitResolved(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	stop := context.AfterFunc(ctx, p.broadcast)
-	defer stop()
-	for p.outstanding > 0 {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		p.cond.Wait()
-	}
-	return nil
-}
-
 // Failures returns and forgets the records given up on since the last call.
 func (p *Producer) Failures() []Failure {
 	p.mu.Lock()
