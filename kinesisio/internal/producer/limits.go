@@ -35,6 +35,10 @@ type Describer interface {
 // as DescribeStreamSummary reports it in MaxRecordSizeInKiB, retrying by policy. A summary
 // without the field (a service or emulator that predates large records) means the default
 // 1 MiB.
+//
+// New does not call it: Config.Limits is derived from the limit, and when the stream may
+// not be described, what to do instead is the caller's choice (kinesisio.Write warns and
+// keeps to 1 MiB).
 func StreamMaxRecordBytes(ctx context.Context, api Describer, stream string, policy backoff.Policy) (int, error) {
 	var out *kinesis.DescribeStreamSummaryOutput
 	err := backoff.Do(ctx, policy, func(ctx context.Context) error {

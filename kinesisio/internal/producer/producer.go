@@ -3,6 +3,20 @@
 // each shard's throughput by a client-side rate limiter, sent over a bounded number of
 // concurrent requests, and retried entry by entry. It is the engine behind kinesisio.Write
 // and has no Beam imports, so it can be tested against a server directly.
+//
+// A record's way through, file by file: Put refuses a record the service would refuse (a
+// bad key, or one over the stream's size limit: limits.go), waits while the buffer is full,
+// and places the record by the shard map in its shard's open aggregate, or alone when it
+// is too large for one or aggregation is off (reroute.go). Sealed aggregates and raw records wait in per-shard queues, from which the
+// sending loop takes PutRecords requests round robin, as far as the rate limiter allows
+// (loop.go). Each request is sent on its own goroutine and settles each of its entries:
+// acknowledged, retried after a backoff, routed again, or given up on and returned by
+// Failures (send.go). When a newer shard map is adopted (listed every ShardMapRefresh, or
+// sooner when a result shows a resharding), the records held for shards it changed are
+// routed again (reroute.go).
+//
+// New makes no calls; the caller reads the stream's record size limit with
+// StreamMaxRecordBytes first, to build Config.Limits from it.
 package producer
 
 import (
