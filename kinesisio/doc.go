@@ -89,11 +89,12 @@
 // shard, a resume elsewhere) reports a nominal 1; with [WithMaxRecords] the size is the
 // records left. Enhanced fan-out uses the same formula over the events read, plus the bytes
 // left in an event a call stopped inside. An event's MillisBehindLatest is measured when the
-// service sends it, and the service pushes events ahead of the reader, so for an event sent
+// service sends it, and the service pushes events as records arrive (up to the client's
+// HTTP/2 window), so a reader that falls behind reads events that said 0. For an event sent
 // caught up whose last record is more than 500ms old on the worker's clock, that age stands
 // for MillisBehindLatest. A reader less than 500ms behind therefore reports no backlog, and
-// after a producer stops while the reader is behind, the estimate runs high until the reader
-// has read the events already sent.
+// after a producer stops while the reader is behind by events already sent, the estimate
+// runs high (by the pause times the byte rate) until the reader has read them.
 //
 // Throttling, 5xx and dropped connections are retried with exponential backoff and full
 // jitter ([WithRetries]: 3 retries, from 1s to 10s); an expired iterator is renewed from the
@@ -104,7 +105,7 @@
 // [ReadBounded] fails. A starting or resume position that retention has already trimmed fails
 // the read ([WithFailOnDataLoss], true by default) or continues from the oldest retained
 // record, counted in data_loss_skips. A closed shard past retention no longer exists for the
-// service: a reader resumed on it ends it, as the KCL does, and goes on with its children,
+// service (ResourceNotFoundException): a reader resumed on it ends it, as the KCL does, and goes on with its children,
 // quietly when its checkpoint proves it had read everything (it had caught up within the
 // last 24 hours), and otherwise under the same data-loss rule. A deleted stream or a
 // deregistered enhanced fan-out consumer fails the read with an error that says which.
@@ -179,6 +180,9 @@
 //     [WithStartingPosition], the KCL's rule, and a shard at SHARD_END is not read again.
 //     What the old job read after its last commit is read again: at-least-once across jobs,
 //     and nothing is skipped. A checkpoint older than retention follows [WithFailOnDataLoss].
+//     Within a job, reads stay exactly once where the runner gives that; across jobs a sink
+//     sees the records read again, so only a sink that rewrites what it wrote, the same way,
+//     is exactly once across jobs (the staged files of pipelines/kinesis-to-files are).
 //   - Per-key order across resharding, for [Read]: a child shard is read only once each of
 //     its parents' items says SHARD_END, which is written only after the runner committed
 //     the parent's last records. A parent without an item (expired, never leased) does not
@@ -199,13 +203,17 @@
 // logs one warning per shard when its commits start failing ("checkpoint table T
 // unreachable; holding shard S's position P ..."), counts checkpoint_table_unavailable, and
 // logs once per shard when the held position is written ("checkpoint table T reachable
-// again after D ..."). Lease renewals warn once per outage and retry: an unreachable table is
-// not a lost lease. What needs the table waits: new shards from a split or a merge are not
-// leased, so not read, until it answers, and children wait for their parents' SHARD_END; the
-// shards already leased are read on. A held position lives in the worker only, so a job that
+// again after D: wrote shard S's held position P"). Lease renewals warn once per outage and
+// retry: an unreachable table is not a lost lease. The first renewal or commit the table
+// takes ends the outage. What needs the table waits: new shards from a split or a merge are
+// not leased, so not read, until it answers (one warning "... new shard(s) ... wait for their
+// leases", and a line when they are leased), and children wait for their parents' SHARD_END;
+// the shards already leased are read on. A held position lives in the worker only, so a job that
 // dies during the outage leaves the table behind its read, and the next job reads those
 // records again. A bounded read does not end with positions unwritten: its commit step waits
-// up to 2 minutes for them, then fails naming the table and the shards. A [Read] that ends
+// up to 2 minutes for them, then fails naming the table and the shards ("unreachable for more
+// than 2m0s at the end of a bounded read ... the next read on the table reads their records
+// again"). A [Read] that ends
 // with [WithMaxReadTime] does not wait; its last positions land if the worker lives on until
 // the table answers.
 //
@@ -214,12 +222,16 @@
 // did. A lease whose counter moves has a live owner, and one whose counter stood still for a
 // lease duration a dead one: the KCL's rule, so KCL workers and beamkinesis jobs see each
 // other the same way. A job that finds another owner's lease watches its counter for one
-// lease duration. If it moved, the job refuses to read beside that owner and fails with an
-// error naming the table, the shard and the owner; if it stood still, the job takes the
-// lease over. A job started right after another stopped therefore waits one lease duration.
-// With [WithCheckpointTakeover](true) a job takes the leases at once (a redeployment); the
-// old job learns it at its next commit or renewal, logs it, and stops reading those shards
-// and writing their positions. What it read in between is read by both jobs. Either way
+// lease duration. If it moved, the job refuses to read beside that owner and reads nothing:
+// it fails with "checkpoint table T: shard S of stream X is leased by owner "O", which is
+// alive (its lease counter went from a to b within 10s); this job (owner "P") refuses to read
+// alongside it ...". If it stood still, the job takes the lease over with a write
+// conditional on that counter and logs "took over the expired lease of ... from owner "O"".
+// A job started right after another stopped (or was killed) therefore waits one lease
+// duration. With [WithCheckpointTakeover](true) a job takes the leases at once (a
+// redeployment) and logs "took over the lease of ... from owner "O""; the old job learns it at
+// its next commit or renewal, when its conditional write fails, logs it, and stops reading
+// those shards and writing their positions. What it read in between is read by both jobs. Either way
 // there are never two writers.
 //
 // Cost: one conditional UpdateItem per shard per commit-step bundle, one per shard per third
@@ -262,7 +274,8 @@
 // watermark of every sink output it was given passes the end of the last window holding the
 // token's records (plus the allowed lateness; in the global window, just past the records),
 // then writes the furthest position that is due. The sinks' outputs add no element, only
-// their watermark, and a window's output watermark passes its end only once the window
+// their watermark (the tokens are flattened with an element-free signal of the sinks, so the
+// step's input watermark is the earlier of both), and a window's output watermark passes its end only once the window
 // fired and the sink's bundle that wrote it was committed. Readers end a token at the last
 // record of each window, so a restart resumes a shard at the first record of a window not
 // yet written. A shard read to SHARD_END first gets pendingCheckpoint = SHARD_END (the KCL's
@@ -301,8 +314,11 @@
 // its checkpoint and writes them again). Messages the service would refuse (an empty or
 // too long partition key, a bad explicit hash key, a record over the stream's record size
 // limit) are never sent: they go to the failed output at once with
-// [ErrorCodeInvalidMessage]. The record size limit is read from the stream, and large
-// records are sent as plain records; see [Write].
+// [ErrorCodeInvalidMessage], except that with [WithFailOnError] a message over the size
+// limit fails the bundle, since raising the limit can fix it. The limit (1 MiB unless
+// raised, up to 10 MiB) is read from the stream when a writer starts; large records go out
+// as plain records, never in aggregates, and still count against their shard's 1 MiB/s, so a
+// 9 MiB record holds its shard back for about 9 seconds. See [Write].
 //
 // [MessagesFromBytes] and [MessagesFromStrings] key messages with a registered function;
 // [MessagesWithRandomKeys] spreads them evenly over the shards.
@@ -447,7 +463,7 @@
 // ours):
 //
 //	streamName                                     the stream argument of Read, ReadBounded, Write
-//	endpointUrl (the region's)                     WithEndpoint (the region's)
+//	endpointUrl (us-east-1's)                      WithEndpoint (the region's)
 //	kinesis.region (awslabs)                       WithRegion (the AWS SDK's resolution)
 //	awsAccessKeyId, awsSecretKey                   WithStaticCredentials (+ WithSessionToken)
 //	awsSTSRoleARN, awsSTSSessionName               WithAssumeRole (STS with the base credentials)
