@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test.sh is the one test command (README: Running the tests). It installs the components
+# test.sh is the one test command (README.md and testing/README.md: Running the tests). It installs the components
 # the suite needs into caches outside the repository (testing/deps/deps.sh), starts the
 # Flink cluster and its job server (testing/flink), runs every test of the module with
 # nothing skipped for a missing component, and stops what it started.
