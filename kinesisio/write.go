@@ -52,9 +52,9 @@ func init() {
 // so large records are for intermittent use, as the service intends.
 //
 // A bundle finishes only when all its messages are acknowledged or failed, so the write is
-// at-least-once: a retried bundle, a lost response or a resharding (see the README) can
-// write a message twice. Failed messages keep their event time and are in the global
-// window.
+// at-least-once: a retried bundle, a lost response or a resharding (see Delivery guarantees
+// in the package documentation) can write a message twice. Failed messages keep their event
+// time and are in the global window.
 //
 // Metrics (namespace "kinesisio.Write"): user_records, kinesis_records, bytes,
 // putrecords_calls, throttled_entries, retries, failed_messages, invalid_messages,

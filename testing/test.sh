@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# test.sh is the one test command (README: Running the tests). It installs the components
-# the suite needs into caches outside the repository (testing/deps/deps.sh), starts the
-# Flink cluster and its job server (testing/flink), runs every test of the module with
-# nothing skipped for a missing component, and stops what it started.
+# test.sh is the one test command (README.md and testing/README.md: Running the tests). It
+# installs the components the suite needs into caches outside the repository
+# (testing/deps/deps.sh), starts the Flink cluster and its job server (testing/flink), runs
+# every test of the module with nothing skipped for a missing component, and stops what it
+# started.
 #
 #   testing/test.sh [go test flags and packages]     # default: -count=1 -timeout 25m ./...
 set -euo pipefail

@@ -24,8 +24,8 @@ const flinkLatencyRow = 14
 // of FlinkKinesisConsumer's 200 ms polls, eight of our 250 ms ones.
 const flinkLatencyDrain = 2 * time.Second
 
-// flinkLatencyCheckpointing is our job's checkpoint interval (ms), as in the Flink soak the
-// README quotes for latency.
+// flinkLatencyCheckpointing is our job's checkpoint interval (ms), as in the Flink soak
+// testing/README.md quotes for latency.
 const flinkLatencyCheckpointing = 1000
 
 // rowFlinkLatency is row 14: put → seen latency at Config.LatencyRate records/s, one

@@ -21,8 +21,8 @@ import (
 // package's own test expects the same file.
 const wordcountEmbeddedTablePath = "../../pipelines/wordcount/testdata/embedded-table.txt"
 
-// TestWordcountBoundedEmbedded runs the README's Flink command for wordcount's embedded
-// mode, a bounded read of the in-process server, and checks the exact table.
+// TestWordcountBoundedEmbedded runs pipelines/README.md's Flink command for wordcount's
+// embedded mode, a bounded read of the in-process server, and checks the exact table.
 func TestWordcountBoundedEmbedded(t *testing.T) {
 	needFlink(t)
 	out := runPipeline(t, "wordcount")
