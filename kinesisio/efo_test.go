@@ -246,8 +246,8 @@ func TestEnhancedFanOutResumePositions(t *testing.T) {
 		{"after a whole record", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 4}, Last: true}, "", types.ShardIteratorTypeAfterSequenceNumber, seq, &recordPosition{Seq: seq, Sub: maxSubSequence}},
 		{"continuation", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 2}}, "49590338271490256608559692538361571095921575989136588899", types.ShardIteratorTypeAfterSequenceNumber, "49590338271490256608559692538361571095921575989136588899", nil},
 	} {
-		st := &efoState{readState: readState{start: rest, lastClaim: tc.last}, cont: tc.cont}
-		p, _ := st.position()
+		st := &readState{start: rest, lastClaim: tc.last}
+		p := (&subscriber{st: st, cont: tc.cont}).position().startingPosition()
 		if p.Type != tc.wantType || aws.ToString(p.SequenceNumber) != tc.wantSeq {
 			t.Errorf("%s: position %s, want %s %s", tc.name, startingPositionString(p), tc.wantType, tc.wantSeq)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -60,53 +59,55 @@ func (r *shardReader) missingResource(ctx context.Context, d shardDescriptor, co
 // resourceGone handles a ResourceNotFoundException (cause) met while reading the shard of st.
 // A deleted stream or a deregistered consumer fails the read with an error that says so. A
 // shard that no longer exists has closed and passed the stream's retention, as the KCL takes
-// it, so its read ends there and its children, found by discovery, go on: quietly when every
-// record it held had been read (the read had caught up, or read records, later than the
-// shard can have closed), and otherwise as data loss, which fails the read unless
-// WithFailOnDataLoss(false). It returns no continuation and no error when everything still
-// exists, for the caller to retry.
-func (r *shardReader) resourceGone(ctx context.Context, rt *sdf.LockRTracker, st *readState, consumerARN string, cause error) (sdf.ProcessContinuation, error) {
+// it, so its read ends there (ended) and its children, found by discovery, go on: quietly
+// when every record it held had been read (the read had caught up, or read records, later
+// than the shard can have closed), and otherwise as data loss, which fails the read unless
+// WithFailOnDataLoss(false). It returns neither when everything still exists.
+func (r *shardReader) resourceGone(ctx context.Context, st *readState, consumerARN string, cause error) (ended bool, err error) {
 	what, err := r.missingResource(ctx, st.d, consumerARN)
 	if err != nil {
-		return nil, fmt.Errorf("kinesisio: reading %v: %w (finding out what no longer exists failed: %v)", st.d, cause, err)
+		return false, fmt.Errorf("kinesisio: reading %v: %w (finding out what no longer exists failed: %v)", st.d, cause, err)
 	}
 	switch what {
 	case goneStream:
-		return nil, fmt.Errorf("kinesisio: reading %v: the stream no longer exists: %w", st.d, cause)
+		return false, fmt.Errorf("kinesisio: reading %v: the stream no longer exists: %w", st.d, cause)
 	case goneConsumer:
-		return nil, fmt.Errorf("kinesisio: reading %v: enhanced fan-out consumer %s was deregistered while the read ran; register it again, or read with another consumer: %w", st.d, consumerARN, cause)
+		return false, fmt.Errorf("kinesisio: reading %v: enhanced fan-out consumer %s was deregistered while the read ran; register it again, or read with another consumer: %w", st.d, consumerARN, cause)
 	case goneNothing:
-		return nil, nil
+		return false, nil
 	}
-	rest := rt.GetRestriction().(shardRestriction)
 	// A shard is forgotten no sooner than the minimum retention after it closed, and every
 	// one of its records arrived before it closed: a read that had verified a time after
 	// that has read them all.
+	rest := st.rest
 	verified := rest.VerifiedMs
 	if c := st.lastClaim; c != nil && c.ArrivalMs > verified {
 		verified = c.ArrivalMs
 	}
 	if verified == 0 || time.Since(time.UnixMilli(verified)) >= minRetention {
 		if r.spec.FailOnDataLoss {
-			return nil, fmt.Errorf("kinesisio: %v no longer exists: it closed and passed the stream's retention before the read (at %s) reached its end, so records may have been lost; pass kinesisio.WithFailOnDataLoss(false) to end its read there and go on with its children: %w", st.d, rest.startString(), cause)
+			return false, fmt.Errorf("kinesisio: %v no longer exists: it closed and passed the stream's retention before the read (at %s) reached its end, so records may have been lost; pass kinesisio.WithFailOnDataLoss(false) to end its read there and go on with its children: %w", st.d, rest.startString(), cause)
 		}
 		dataLossSkips.Inc(ctx, 1)
 		log.Warnf(ctx, "kinesisio: %v no longer exists (it closed and passed the stream's retention) before the read at %s reached its end; records may have been lost; going on with its children", st.d, rest.startString())
 	} else {
 		log.Infof(ctx, "kinesisio: %v no longer exists (it closed and passed the stream's retention) and had been read to its end", st.d)
 	}
-	rt.TryClaim(shardEndClaim{})
-	return sdf.StopProcessing(), rt.GetError()
+	return true, nil
 }
 
-// readError returns what the read of st's shard does after err: if err is a
-// ResourceNotFoundException, what resourceGone decides; otherwise, or when everything still
-// exists, it fails with err.
-func (r *shardReader) readError(ctx context.Context, rt *sdf.LockRTracker, st *readState, consumerARN string, err error) (sdf.ProcessContinuation, error) {
+// readError is what the read of st's shard does after err: if err is a
+// ResourceNotFoundException, what resourceGone decides (a fetched batch that ends the shard, or an
+// error); otherwise, or when everything still exists, it fails with err.
+func (r *shardReader) readError(ctx context.Context, st *readState, consumerARN string, err error) (fetched, error) {
 	if isNotFound(err) {
-		if cont, gerr := r.resourceGone(ctx, rt, st, consumerARN, err); cont != nil || gerr != nil {
-			return cont, gerr
+		ended, gerr := r.resourceGone(ctx, st, consumerARN, err)
+		if gerr != nil {
+			return fetched{}, gerr
+		}
+		if ended {
+			return fetched{gone: true}, nil
 		}
 	}
-	return nil, err
+	return fetched{}, err
 }

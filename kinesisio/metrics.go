@@ -33,6 +33,18 @@ var (
 	backlogBytes = beam.NewGauge(metricsNamespace, "backlog_bytes")
 )
 
+// Enhanced fan-out metrics, beside the read metrics polling also counts (records, bytes,
+// throttles, retries, millis_behind_latest).
+var (
+	// subscribeCalls counts SubscribeToShard calls, refused ones included.
+	subscribeCalls = beam.NewCounter(metricsNamespace, "subscribe_calls")
+	// resubscribes counts subscriptions that ended before their shard did and were renewed.
+	resubscribes = beam.NewCounter(metricsNamespace, "resubscribes")
+	// subscriptionsReused counts ProcessElement calls that continued the subscription a
+	// previous call on this worker left open, instead of subscribing.
+	subscriptionsReused = beam.NewCounter(metricsNamespace, "subscriptions_reused")
+)
+
 // reportCalls adds the Kinesis calls a read's client counted to the read metrics.
 func reportCalls(ctx context.Context, s readapi.Stats) {
 	if s.GetRecords > 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 )
 

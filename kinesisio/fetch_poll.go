@@ -1,0 +1,200 @@
+package kinesisio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+)
+
+// poller is the fetcher that polls GetRecords. While the loop emits one response, the next
+// one is already being fetched, so the reader keeps up with a plain GetRecords loop. A
+// call that checkpoints leaves its shard iterator in the worker's memo (worker_state.go)
+// for the call that resumes at exactly that position.
+type poller struct {
+	r   *shardReader
+	st  *readState
+	key string
+
+	opened   bool
+	iterator string
+	// next is the response being fetched ahead, if any; lastCall is when the last
+	// GetRecords was sent.
+	ahead       chan fetchResult
+	cancelAhead context.CancelFunc
+	lastCall    time.Time
+	// nextIterator is the NextShardIterator of the last response returned.
+	nextIterator *string
+}
+
+func (r *shardReader) newPoller(st *readState, key string) *poller {
+	return &poller{r: r, st: st, key: key, cancelAhead: func() {}}
+}
+
+// fetchResult is one GetRecords call, with its retries.
+type fetchResult struct {
+	sent time.Time
+	out  *kinesis.GetRecordsOutput
+	err  error
+}
+
+// fetch calls GetRecords with iterator. It is safe to run on another goroutine.
+func (p *poller) fetch(ctx context.Context, iterator string) fetchResult {
+	f := fetchResult{sent: time.Now()}
+	f.out, f.err = p.r.api.GetRecords(ctx, p.st.d, iterator, p.r.spec.MaxRecordsPerRead)
+	return f
+}
+
+func (p *poller) next(ctx context.Context) (fetched, error) {
+	st, spec := p.st, &p.r.spec
+	if !p.opened {
+		p.opened = true
+		if err := p.open(ctx); err != nil {
+			return p.r.readError(ctx, st, "", err)
+		}
+	}
+	for {
+		var f fetchResult
+		if p.ahead != nil {
+			f, p.ahead = <-p.ahead, nil
+		} else {
+			if spec.IdleTimeBetweenReads > 0 && !p.lastCall.IsZero() {
+				if err := backoff.Sleep(ctx, time.Until(p.lastCall.Add(spec.IdleTimeBetweenReads))); err != nil {
+					return fetched{}, fmt.Errorf("kinesisio: reading %v: %w", st.d, err)
+				}
+			}
+			f = p.fetch(ctx, p.iterator)
+		}
+		p.lastCall = f.sent
+		if f.err != nil {
+			var expired *types.ExpiredIteratorException
+			switch {
+			case errors.As(f.err, &expired):
+				// Iterators live five minutes; renew from the last claimed record.
+				expiredIterators.Inc(ctx, 1)
+				log.Debugf(ctx, "kinesisio: iterator of %v expired; renewing it", st.d)
+				if err := p.renew(ctx); err != nil {
+					return fetched{}, err
+				}
+				continue
+			case backoff.Classify(f.err) == backoff.Throttled:
+				log.Warnf(ctx, "kinesisio: %v still throttled after %d retries; waiting %v", st.d, p.r.retry.Retries, p.r.retry.Max)
+				if !st.bounded {
+					calls.notBefore(p.key, time.Now().Add(p.r.retry.Max))
+				}
+				return pauseFor(p.r.retry.Max), nil
+			}
+			return p.r.readError(ctx, st, "", fmt.Errorf("kinesisio: reading %v: %w", st.d, f.err))
+		}
+		out := f.out
+		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
+		if out.NextShardIterator != nil && !caughtUp && spec.IdleTimeBetweenReads == 0 &&
+			(st.bounded || (st.emitted+int64(len(out.Records)) < spec.MaxRecordsPerFetch && !st.timeUp(spec.MaxFetchTime))) {
+			p.ahead = make(chan fetchResult, 1)
+			actx, cancel := context.WithCancel(ctx)
+			p.cancelAhead = cancel
+			go func(ch chan<- fetchResult, it string) { ch <- p.fetch(actx, it) }(p.ahead, aws.ToString(out.NextShardIterator))
+		}
+		p.nextIterator = out.NextShardIterator
+		return fetched{
+			records:      out.Records,
+			millisBehind: out.MillisBehindLatest,
+			lagMs:        out.MillisBehindLatest,
+			at:           f.sent,
+			caughtUpAt:   f.sent,
+			caughtUp:     caughtUp,
+			shardEnd:     out.NextShardIterator == nil,
+		}, nil
+	}
+}
+
+func (p *poller) consumed(fetched) { p.iterator = aws.ToString(p.nextIterator) }
+
+// stopInside drops the iterator: the response's next iterator is past the records not
+// emitted, so the call that resumes opens its own at the checkpoint.
+func (p *poller) stopInside(fetched, int) { p.iterator = "" }
+
+// tipWait spreads the reads at the tip of the shard within its read budget: after records,
+// read again at once; after an empty answer, wait the poll interval; never more often than
+// the caught-up budget allows (pacing.go).
+func (p *poller) tipWait(b fetched) time.Duration {
+	calls.tipRead(p.key, b.at)
+	due := calls.nextTipRead(p.key)
+	if len(b.records) == 0 {
+		due = maxTime(due, b.at.Add(p.r.spec.PollInterval))
+	}
+	wait := time.Until(due)
+	if wait > 0 && !p.st.bounded {
+		calls.notBefore(p.key, due)
+	}
+	return wait
+}
+
+func (p *poller) park(start startKey) {
+	if p.iterator != "" {
+		memos.parkIterator(p.key, start, p.iterator, time.Now())
+	}
+}
+
+func (p *poller) close() { p.cancelAhead() }
+
+// open continues the iterator the last call on this worker left at exactly the call's
+// start, or gets one there, once the start is checked against the trim horizon
+// (checkStart).
+func (p *poller) open(ctx context.Context) error {
+	st := p.st
+	if it, ok := memos.takeIterator(p.key, st.rest.start(), time.Now()); ok {
+		p.iterator = it
+		iteratorsReused.Inc(ctx, 1)
+		return nil
+	}
+	if err := p.r.checkStart(ctx, st); err != nil {
+		return err
+	}
+	it, err := p.r.api.ShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
+	if st.start.latestInFuture(err) {
+		in := st.start.iteratorInput(st.d)
+		in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeLatest, nil
+		it, err = p.r.api.ShardIterator(ctx, st.d, in)
+	}
+	var invalid *types.InvalidArgumentException
+	if _, ok := st.start.sequenceStart(); ok && errors.As(err, &invalid) {
+		// Some servers refuse an iterator at a trimmed sequence number.
+		if lost, perr := p.r.startTrimmed(ctx, st.d, st.start.StartSeq); perr == nil && lost != "" {
+			if err := p.r.onDataLoss(ctx, st, lost); err != nil {
+				return err
+			}
+			it, err = p.r.api.ShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kinesisio: opening %v at %s: %w", st.d, st.start.startString(), err)
+	}
+	p.iterator = it
+	if st.rest.Claimed == 0 && st.rest.VerifiedMs == 0 {
+		log.Infof(ctx, "kinesisio: opened %v at %s", st.d, st.rest.startString())
+	} else {
+		log.Debugf(ctx, "kinesisio: resumed %v at %s", st.d, st.rest.startString())
+	}
+	return nil
+}
+
+// renew replaces an expired iterator, resuming after the last record claimed in this call
+// or, if none was, where the iterator was first opened.
+func (p *poller) renew(ctx context.Context) error {
+	st := p.st
+	from := st.start.after(st.lastClaim)
+	it, err := p.r.api.ShardIterator(ctx, st.d, from.iteratorInput(st.d))
+	if err != nil {
+		return fmt.Errorf("kinesisio: renewing the iterator of %v at %s: %w", st.d, from.startString(), err)
+	}
+	p.iterator, st.skip = it, from.skipThrough()
+	return nil
+}
