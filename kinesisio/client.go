@@ -19,12 +19,17 @@ func newClient(ctx context.Context, cfg clientConfig) (*kinesis.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newClientFrom(awsCfg, cfg), nil
+}
+
+// newClientFrom is newClient with cfg's AWS configuration already loaded.
+func newClientFrom(awsCfg aws.Config, cfg clientConfig) *kinesis.Client {
 	return kinesis.NewFromConfig(awsCfg, func(o *kinesis.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.Retryer = aws.NopRetryer{}
-	}), nil
+	})
 }
 
 // loadAWSConfig is the region, credentials and HTTP client of cfg, shared by the Kinesis

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/checkpoint"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/wire"
 )
@@ -20,19 +21,13 @@ import (
 // How a position reaches the checkpoint table. A shard reader emits, at the end of each
 // call that claimed records (or the shard's end), a commitToken on a second output; the
 // tokens cross a Reshuffle, a fusion break, to commitFn, which writes them. A runner hands
-// an element to the next stage only once it has committed the bundle that emitted it (on
-// Prism, stage.go's PersistBundle stores a bundle's outputs and residuals in one step; on
-// Dataflow the work item's commit does), so a position is written strictly after the
-// runner committed the records up to it.
+// an element to the next stage only once it has committed the bundle that emitted it (Prism
+// stores a bundle's outputs and residuals in one step; on Dataflow the work item's commit
+// does), so a position is written strictly after the runner committed the records up to it.
 //
-// This replaces bundle finalization, which Beam Go v2.77.0 cannot deliver beyond a plan's
-// first bundle: exec.NewPlan (plan.go:53-80) hands its bundleFinalizer to the ParDo nodes
-// (pardo.go:117, sdf.go:463), Plan.Finalize (plan.go:170-200) then replaces the plan's
-// finalizer with a fresh one the nodes never see, so later callbacks pile up on the old one
-// and never run, and the harness, finding no live callback (harness.go:455-475), stops
-// asking the runner to finalize that plan's bundles; Prism sends FinalizeBundle anyway
-// (stage.go:359) and ignores the harness's "couldn't find plan in finalizing map" error
-// (worker/bundle.go:279-288).
+// Bundle finalization would be the usual route, but the Go SDK finalizes only the first
+// bundle of each execution plan; testing/README.md ("What the tests found in Beam and the
+// runners") has the evidence.
 func init() {
 	register.DoFn2x1[context.Context, commitToken, error](&commitFn{})
 	register.Emitter2[beam.EventTime, commitToken]()
@@ -96,12 +91,12 @@ func (t commitToken) position() leasetable.Position {
 
 // tokenCutter makes the commit tokens of one reader call. A token's event time is the latest
 // event time of the records it covers (the shard's watermark for one that covers none): the
-// harness moves the reader's watermark estimator with every output's event time, tokens'
-// included (Beam v2.77.0 exec/emit.go:135), so a token stamped with the wall clock would
-// move the watermark past records not read yet, which windows then drop as late.
+// SDK harness moves the reader's watermark estimator with the event time of every output,
+// tokens included, so a token stamped with the wall clock would move the watermark past
+// records not read yet, which windows then drop as late.
 //
-// Without a cut (a plain Read with a table) the call has one token, the position it reached. Without a cut (a plain Read with
-// a table) the call has one token, the position it reached. Under a held commit the reader
+// Without a cut (a plain Read with a table) the call has one token, the position it
+// reached. Under a held commit the reader
 // knows the windows of the sinks (Commit.After sets Cut in the read's spec), and a call that
 // emits records of two windows ends a token at the last record of each window: a restart
 // from the table then resumes a shard at a window's first record, so a deterministic sink
@@ -180,7 +175,7 @@ func (c *tokenCutter) finish(rt *sdf.LockRTracker, idleMaxEv int64) {
 // tokens returns the record emitter of a reader call and the cutter that makes its commit
 // tokens (it sees every record, for the tokens' event times), or emit itself and nil when
 // the read has no table.
-func tokens(cp *checkpointer, cut windowCut, d shardDescriptor, emit func(beam.EventTime, Record), emitCommit func(beam.EventTime, commitToken)) (func(beam.EventTime, Record), *tokenCutter) {
+func tokens(cp *checkpoint.Checkpointer, cut windowCut, d shardDescriptor, emit func(beam.EventTime, Record), emitCommit func(beam.EventTime, commitToken)) (func(beam.EventTime, Record), *tokenCutter) {
 	if cp == nil {
 		return emit, nil
 	}
@@ -193,7 +188,7 @@ func tokens(cp *checkpointer, cut windowCut, d shardDescriptor, emit func(beam.E
 
 // commitSpec is what commitFn needs: the Kinesis client's region and credentials (the
 // table's too) and the table. Bounded says the read ends (ReadBounded): its bundles wait
-// for the positions the table could not take (unreachable.go) before they finish.
+// for the positions the table could not take (internal/checkpoint) before they finish.
 type commitSpec struct {
 	Client     clientConfig
 	Checkpoint checkpointSpec
@@ -207,7 +202,7 @@ type commitSpec struct {
 type commitFn struct {
 	Spec commitSpec
 
-	cp      *checkpointer
+	cp      *checkpoint.Checkpointer
 	pending map[string]commitToken
 }
 
@@ -251,8 +246,8 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 
 // FinishBundle writes the bundle's positions and reports the table's metrics. A position
 // the table cannot take because it is unreachable is held by the checkpointer, which writes
-// it once the table answers again (unreachable.go), so the read goes on; a bounded read's
-// bundle waits for its held positions, up to heldWaitBounded. A write the table refuses
+// it once the table answers again (internal/checkpoint), so the read goes on; a bounded read's
+// bundle waits for its held positions, up to checkpoint.HeldWaitBounded. A write the table refuses
 // (validation, a deleted item, denied access) fails the bundle.
 func (fn *commitFn) FinishBundle(ctx context.Context) error {
 	// The shards' writes go out together: a bundle takes one DynamoDB round trip, not one
@@ -264,7 +259,7 @@ func (fn *commitFn) FinishBundle(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fn.cp.commit(ctx, tok); err != nil {
+			if err := fn.cp.Commit(ctx, tok.tableToken()); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -278,14 +273,14 @@ func (fn *commitFn) FinishBundle(ctx context.Context) error {
 	}
 	fn.pending = nil
 	if fn.cp != nil {
-		fn.cp.flush(ctx)
+		reportTable(ctx, fn.cp.TakeStats())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kinesisio: checkpoint table %s: %d of the bundle's commits failed: %w", fn.Spec.Checkpoint.Table, len(errs), err)
 	}
 	if fn.Spec.Bounded && fn.cp != nil {
-		err := fn.cp.awaitHeld(ctx, shards, heldWaitBounded)
-		fn.cp.flush(ctx)
+		err := fn.cp.AwaitHeld(ctx, shards, checkpoint.HeldWaitBounded)
+		reportTable(ctx, fn.cp.TakeStats())
 		return err
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/checkpoint"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 )
 
@@ -15,18 +16,18 @@ import (
 // acquires the lease of one shard, as a reader does before its commit tokens reach the
 // commit step. It returns dynalite's endpoint, the client and table configuration, the
 // checkpointer and the shard.
-func openCommitFixture(t *testing.T, table string) (dyn string, client clientConfig, spec checkpointSpec, cp *checkpointer, d shardDescriptor) {
+func openCommitFixture(t *testing.T, table string) (dyn string, client clientConfig, spec checkpointSpec, cp *checkpoint.Checkpointer, d shardDescriptor) {
 	t.Helper()
 	ctx := context.Background()
 	dyn = startDynalite(t)
-	spec = checkpointSpec{Table: table, Endpoint: dyn, Owner: "beamkinesis-commit-test", LeaseDuration: defaultLeaseDuration}
+	spec = checkpointSpec{Table: table, Endpoint: dyn, Owner: "beamkinesis-commit-test", LeaseDuration: checkpoint.DefaultLeaseDuration}
 	client = clientConfig{Region: "us-east-1", AccessKeyID: "test", SecretAccessKey: "test", Endpoint: "http://127.0.0.1:1"}
 	cp, err := openCheckpointer(ctx, client, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d = shardDescriptor{Stream: "s", ShardID: "shardId-000000000000", StartKind: startTrimHorizon}
-	if _, _, err := cp.acquireAll(ctx, []shardDescriptor{d}); err != nil {
+	if _, _, err := leased(ctx, cp, []shardDescriptor{d}); err != nil {
 		t.Fatal(err)
 	}
 	return dyn, client, spec, cp, d
@@ -37,7 +38,7 @@ func openCommitFixture(t *testing.T, table string) (dyn string, client clientCon
 // never moves the checkpoint back.
 func TestCommitStepWritesTheFurthestPositionAndNeverMovesBack(t *testing.T) {
 	ctx := context.Background()
-	dyn, client, spec, _, d := openCommitFixture(t, "positions")
+	dyn, client, spec, cp, d := openCommitFixture(t, "positions")
 	fn := &commitFn{Spec: commitSpec{Client: client, Checkpoint: spec}}
 	bundle := func(toks ...commitToken) leasetable.Lease {
 		t.Helper()
@@ -55,11 +56,11 @@ func TestCommitStepWritesTheFurthestPositionAndNeverMovesBack(t *testing.T) {
 	tok := func(seq string, sub int64) commitToken {
 		return commitToken{Stream: "s", ShardID: d.ShardID, Seq: seq, Sub: sub, Records: 1}
 	}
-	calls0 := tableCallsTotal.Load()
+	calls0 := cp.Stats().Calls
 	if l := bundle(tok("200", 1), tok("1000", 0), tok("99", 0), tok("1000", 3), tok("300", 0)); l.Checkpoint != "1000" || l.Sub != 3 {
 		t.Fatalf("after the first bundle the checkpoint is %s/%d; want 1000/3", l.Checkpoint, l.Sub)
 	}
-	if n := tableCallsTotal.Load() - calls0; n != 1 {
+	if n := cp.Stats().Calls - calls0; n != 1 {
 		t.Errorf("the bundle made %d DynamoDB calls; want one UpdateItem", n)
 	}
 	if l := bundle(tok("999", 9)); l.Checkpoint != "1000" || l.Sub != 3 {
@@ -100,10 +101,10 @@ func TestAFailedCommitFailsTheBundleAndItsRetryWritesIt(t *testing.T) {
 	}
 
 	// Back, with the shard's lease: the retried bundle writes SHARD_END.
-	if _, err := cp.table.Ensure(ctx); err != nil {
+	if _, err := leasetable.New(db, spec.Table).Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cp.acquireAll(ctx, []shardDescriptor{d}); err != nil {
+	if _, _, err := leased(ctx, cp, []shardDescriptor{d}); err != nil {
 		t.Fatal(err)
 	}
 	if err := runBundle(); err != nil {
@@ -111,22 +112,5 @@ func TestAFailedCommitFailsTheBundleAndItsRetryWritesIt(t *testing.T) {
 	}
 	if l := leaseOf(t, dyn, spec.Table, d.ShardID); l.Checkpoint != leasetable.ShardEnd {
 		t.Fatalf("after the retry the checkpoint is %s; want %s", l.Checkpoint, leasetable.ShardEnd)
-	}
-}
-
-// A commit the table takes ends an outage of the lease renewals as a renewal does: when the
-// table answers again, the commits may keep every lease fresh so that no renewal runs, and
-// the next outage's first failed renewal must still warn.
-func TestACommitEndsAnOutageOfTheRenewals(t *testing.T) {
-	ctx := context.Background()
-	_, _, _, cp, d := openCommitFixture(t, "renewals")
-	if !cp.renewalFailed() {
-		t.Fatal("the first failed renewal did not warn")
-	}
-	if err := cp.commit(ctx, commitToken{Stream: d.Stream, ShardID: d.ShardID, Seq: "100", Records: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if !cp.renewalFailed() {
-		t.Fatal("after a commit the table took, the first failed renewal of the next outage did not warn")
 	}
 }

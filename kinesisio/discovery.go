@@ -2,8 +2,6 @@ package kinesisio
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -13,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/checkpoint"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
 )
 
@@ -45,7 +44,7 @@ func newDiscoverySpec(stream string, cfg config) discoverySpec {
 
 // connect creates the Kinesis client of a discovery DoFn and opens the read's checkpoint
 // table (nil without one).
-func (s discoverySpec) connect(ctx context.Context) (*readapi.Client, *checkpointer, error) {
+func (s discoverySpec) connect(ctx context.Context) (*readapi.Client, *checkpoint.Checkpointer, error) {
 	c, err := newClient(ctx, s.Client)
 	if err != nil {
 		return nil, nil, err
@@ -58,7 +57,7 @@ func (s discoverySpec) connect(ctx context.Context) (*readapi.Client, *checkpoin
 }
 
 // openTable opens the checkpoint table of the read, or returns nil without one.
-func (s discoverySpec) openTable(ctx context.Context) (*checkpointer, error) {
+func (s discoverySpec) openTable(ctx context.Context) (*checkpoint.Checkpointer, error) {
 	if !s.Checkpoint.enabled() {
 		return nil, nil
 	}
@@ -68,19 +67,6 @@ func (s discoverySpec) openTable(ctx context.Context) (*checkpointer, error) {
 	}
 	log.Infof(ctx, "kinesisio: positions of stream %s are kept in checkpoint table %s as owner %q, written once the runner has committed the bundle that read them (lease duration %v, takeover %v)", s.Stream, s.Checkpoint.Table, s.Checkpoint.Owner, s.Checkpoint.LeaseDuration, s.Checkpoint.Takeover)
 	return cp, nil
-}
-
-// leased passes ds through the checkpoint table cp (nil: none): it takes their leases and
-// returns each starting from its checkpoint; read is false for a shard at SHARD_END.
-func leased(ctx context.Context, cp *checkpointer, ds []shardDescriptor) ([]shardDescriptor, []bool, error) {
-	if cp == nil {
-		read := make([]bool, len(ds))
-		for i := range read {
-			read[i] = true
-		}
-		return ds, read, nil
-	}
-	return cp.acquireAll(ctx, ds)
 }
 
 // endTimeMs is when a read that started at startMs ends: start + WithMaxReadTime, or never
@@ -95,105 +81,6 @@ func (s discoverySpec) endTimeMs(startMs int64, atStart bool) int64 {
 	return 0
 }
 
-// discoveryRestriction is the state of unbounded shard discovery: the shards already emitted
-// (and still listed) and the time of the last poll. It is the checkpoint of discovery.
-type discoveryRestriction struct {
-	Shards []string
-	// LastPollMs is when the last completed poll started; 0 before the first.
-	LastPollMs int64
-	// ReadStartMs is when the first poll started: the read's start.
-	ReadStartMs int64
-	// EndTimeMs, when positive, ends discovery after the first poll that starts later.
-	EndTimeMs int64
-	// Done marks a finished discovery (the primary of a checkpoint, or after the last poll).
-	Done bool
-}
-
-// pollClaim claims one ListShards poll that started at StartMs and listed Listed.
-type pollClaim struct {
-	StartMs     int64
-	Listed      []string
-	ReadStartMs int64
-	EndTimeMs   int64
-}
-
-// discoveryTracker tracks polls. Like shardTracker it only splits at fraction 0.
-type discoveryTracker struct {
-	rest         discoveryRestriction
-	polled       bool
-	checkpointed bool
-	err          error
-}
-
-// TryClaim claims a pollClaim; false means discovery is over (or the claim is invalid).
-func (t *discoveryTracker) TryClaim(pos any) bool {
-	c, ok := pos.(pollClaim)
-	if !ok {
-		t.err = fmt.Errorf("kinesisio: discovery tracker cannot claim %T", pos)
-		return false
-	}
-	if t.err != nil {
-		return false
-	}
-	if t.IsDone() {
-		t.err = fmt.Errorf("kinesisio: discovery poll claimed after discovery was done")
-		return false
-	}
-	if c.StartMs < t.rest.LastPollMs {
-		t.err = fmt.Errorf("kinesisio: discovery poll at %d claimed after the poll at %d", c.StartMs, t.rest.LastPollMs)
-		return false
-	}
-	if t.rest.ReadStartMs == 0 {
-		t.rest.ReadStartMs, t.rest.EndTimeMs = c.ReadStartMs, c.EndTimeMs
-	}
-	t.rest.Shards = slices.Clone(c.Listed)
-	t.rest.LastPollMs = c.StartMs
-	t.polled = true
-	if t.rest.EndTimeMs > 0 && c.StartMs > t.rest.EndTimeMs {
-		// Every shard that existed by the end time is in this listing.
-		t.rest.Done = true
-	}
-	return true
-}
-
-// GetError returns the error that made a claim fail, if any.
-func (t *discoveryTracker) GetError() error { return t.err }
-
-// IsDone says discovery has nothing left to do.
-func (t *discoveryTracker) IsDone() bool { return t.err == nil && (t.rest.Done || t.checkpointed) }
-
-// IsBounded says whether discovery ends by itself.
-func (t *discoveryTracker) IsBounded() bool { return t.rest.Done || t.rest.EndTimeMs > 0 }
-
-// GetRestriction returns the discovery state.
-func (t *discoveryTracker) GetRestriction() any { return t.rest }
-
-// GetProgress reports whether a poll has completed in this call.
-func (t *discoveryTracker) GetProgress() (done, remaining float64) {
-	if t.polled {
-		done = 1
-	}
-	if !t.IsDone() {
-		remaining = 1
-	}
-	return done, remaining
-}
-
-// TrySplit checkpoints at fraction 0 (the residual continues polling from the current
-// state) and refuses every other split.
-func (t *discoveryTracker) TrySplit(fraction float64) (primary, residual any, err error) {
-	if t.err != nil || t.IsDone() || fraction != 0 {
-		return t.rest, nil, nil
-	}
-	res := t.rest
-	res.Shards = slices.Clone(t.rest.Shards)
-	prim := t.rest
-	prim.Done = true
-	t.rest = prim
-	t.checkpointed = true
-	return prim, res, nil
-}
-
 // discoverFn is the unbounded shard discovery of Read: a splittable DoFn over the Impulse
 // that lists the stream's shards every Interval and emits each shard once. A shard first
 // seen by poll N is emitted with the start time of poll N-1 as its event time (it did not
@@ -203,7 +90,7 @@ type discoverFn struct {
 	Spec discoverySpec
 
 	api *readapi.Client
-	cp  *checkpointer
+	cp  *checkpoint.Checkpointer
 	// tableWait is when new shards began to wait for an unreachable checkpoint table.
 	tableWait time.Time
 }
@@ -271,7 +158,7 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	shared := watermarksOf(fn.Spec.ReadID)
 	if rest.Done {
 		shared.drop(discoveryWatermarkKey)
-		calls.forget(fn.pacingKey())
+		calls.forget(pollsOf(fn.Spec.ReadID))
 		return sdf.StopProcessing(), nil
 	}
 	// Discovery's watermark holds the read's (watermark_floor.go), also while its polls fail.
@@ -280,7 +167,7 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	// restriction knows the last completed poll (also after a restore elsewhere), the
 	// worker's clock knows failed polls too.
 	now := time.Now()
-	wait := calls.wait(fn.pacingKey(), now)
+	wait := calls.wait(pollsOf(fn.Spec.ReadID), now)
 	if rest.LastPollMs > 0 {
 		wait = max(wait, time.UnixMilli(rest.LastPollMs).Add(fn.Spec.Interval).Sub(now))
 	}
@@ -288,7 +175,7 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 		return cont, err
 	}
 	pollStart := time.Now().UnixMilli()
-	calls.notBefore(fn.pacingKey(), time.UnixMilli(pollStart).Add(fn.Spec.Interval))
+	calls.notBefore(pollsOf(fn.Spec.ReadID), time.UnixMilli(pollStart).Add(fn.Spec.Interval))
 	readStart, endTime := rest.ReadStartMs, rest.EndTimeMs
 	if readStart == 0 {
 		readStart, endTime = pollStart, fn.Spec.endTimeMs(pollStart, false)
@@ -325,7 +212,7 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	// next one; the shards already read go on.
 	leasedFound, read, err := leased(ctx, fn.cp, found)
 	if err != nil {
-		if tableUnreachable(err) {
+		if checkpoint.Unreachable(err) {
 			if fn.tableWait.IsZero() {
 				fn.tableWait = time.Now()
 				log.Warnf(ctx, "kinesisio: checkpoint table %s unreachable; %d new shard(s) of stream %s wait for their leases, the shards already leased are read on; polling again every %v: %v", fn.Spec.Checkpoint.Table, len(found), fn.Spec.Stream, fn.Spec.Interval, err)
@@ -361,15 +248,12 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	shared.report(discoveryWatermarkKey, we.stateMs(), watermarkMarkTTL, time.Now())
 	if rt.IsDone() {
 		shared.drop(discoveryWatermarkKey)
-		calls.forget(fn.pacingKey())
+		calls.forget(pollsOf(fn.Spec.ReadID))
 		log.Infof(ctx, "kinesisio: shard discovery of stream %s has reached the end of the read", fn.Spec.Stream)
 		return sdf.StopProcessing(), nil
 	}
 	return sdf.ResumeProcessingIn(fn.Spec.Interval), nil
 }
-
-// pacingKey is discovery's key in the worker's pacer.
-func (fn *discoverFn) pacingKey() string { return "discovery/" + fn.Spec.ReadID }
 
 // discoverBoundedFn is the one-shot shard discovery of ReadBounded: it lists every shard
 // within retention (closed parents and their children alike) once and emits them all, with
@@ -378,7 +262,7 @@ type discoverBoundedFn struct {
 	Spec discoverySpec
 
 	api *readapi.Client
-	cp  *checkpointer
+	cp  *checkpoint.Checkpointer
 }
 
 // Setup creates the Kinesis client and opens the checkpoint table.

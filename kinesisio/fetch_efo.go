@@ -61,7 +61,7 @@ type subscriber struct {
 }
 
 // newSubscriber resolves the read's stream consumer and returns the call's subscriber.
-func (r *shardReader) newSubscriber(ctx context.Context, st *readState, _ string) (*subscriber, error) {
+func (r *shardReader) newSubscriber(ctx context.Context, st *readState) (*subscriber, error) {
 	arn, err := r.consumer(ctx)
 	if err != nil {
 		return nil, err

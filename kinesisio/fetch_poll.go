@@ -21,7 +21,7 @@ import (
 type poller struct {
 	r   *shardReader
 	st  *readState
-	key string
+	key shardKey
 
 	opened   bool
 	iterator string
@@ -34,7 +34,7 @@ type poller struct {
 	nextIterator *string
 }
 
-func (r *shardReader) newPoller(st *readState, key string) *poller {
+func (r *shardReader) newPoller(st *readState, key shardKey) *poller {
 	return &poller{r: r, st: st, key: key, cancelAhead: func() {}}
 }
 
@@ -87,7 +87,7 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 			case backoff.Classify(f.err) == backoff.Throttled:
 				log.Warnf(ctx, "kinesisio: %v still throttled after %d retries; waiting %v", st.d, p.r.retry.Retries, p.r.retry.Max)
 				if !st.bounded {
-					calls.notBefore(p.key, time.Now().Add(p.r.retry.Max))
+					calls.notBefore(readsOf(p.key), time.Now().Add(p.r.retry.Max))
 				}
 				return pauseFor(p.r.retry.Max), nil
 			}
@@ -132,7 +132,7 @@ func (p *poller) tipWait(b fetched) time.Duration {
 	}
 	wait := time.Until(due)
 	if wait > 0 && !p.st.bounded {
-		calls.notBefore(p.key, due)
+		calls.notBefore(readsOf(p.key), due)
 	}
 	return wait
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/checkpoint"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
 )
 
@@ -58,5 +59,51 @@ func reportCalls(ctx context.Context, s readapi.Stats) {
 	}
 	if s.Retries > 0 {
 		readRetries.Inc(ctx, s.Retries)
+	}
+}
+
+// Checkpoint table metrics: commits written, DynamoDB calls, latency of a commit's write,
+// lag from the end of the reader call that reached a position to its committed write,
+// SHARD_END commits, leases lost to another owner, lease renewals, commits held because the
+// table was unreachable (internal/checkpoint). Per shard,
+// checkpoint_committed_records_<shard id> counts the user records the committed positions
+// cover. They are reported by the commit step's bundles.
+var (
+	tableCommits    = beam.NewCounter(metricsNamespace, "checkpoint_commits")
+	tableCalls      = beam.NewCounter(metricsNamespace, "checkpoint_dynamodb_calls")
+	tableLatencyMs  = beam.NewDistribution(metricsNamespace, "checkpoint_commit_latency_ms")
+	tableLagMs      = beam.NewDistribution(metricsNamespace, "checkpoint_commit_lag_ms")
+	tableShardEnds  = beam.NewCounter(metricsNamespace, "checkpoint_shard_ends")
+	tableLostLeases = beam.NewCounter(metricsNamespace, "checkpoint_leases_lost")
+	tableRenewals   = beam.NewCounter(metricsNamespace, "checkpoint_lease_renewals")
+	// tableUnavailable counts the commits (and SHARD_END preparations) the table could not
+	// take when they were made; the checkpointer holds and retries them.
+	tableUnavailable = beam.NewCounter(metricsNamespace, "checkpoint_table_unavailable")
+)
+
+// committedRecordsMetric is the name of the per-shard counter of committed records.
+func committedRecordsMetric(shardID string) string { return "checkpoint_committed_records_" + shardID }
+
+// reportTable adds a checkpoint table's statistics to the Beam metrics.
+func reportTable(ctx context.Context, s checkpoint.Stats) {
+	for _, c := range []struct {
+		counter beam.Counter
+		n       int64
+	}{
+		{tableCommits, s.Commits}, {tableCalls, s.Calls}, {tableShardEnds, s.ShardEnds},
+		{tableLostLeases, s.LeasesLost}, {tableRenewals, s.Renewals}, {tableUnavailable, s.Unavailable},
+	} {
+		if c.n > 0 {
+			c.counter.Inc(ctx, c.n)
+		}
+	}
+	for shard, n := range s.Records {
+		beam.NewCounter(metricsNamespace, committedRecordsMetric(shard)).Inc(ctx, n)
+	}
+	for _, ms := range s.LatencyMs {
+		tableLatencyMs.Update(ctx, ms)
+	}
+	for _, ms := range s.LagMs {
+		tableLagMs.Update(ctx, ms)
 	}
 }

@@ -1,6 +1,8 @@
 package kinesisio
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -288,4 +290,14 @@ func WithRetries(numRetries int, interval, maxInterval time.Duration) Option {
 		c.retry = retryConfig{NumRetries: numRetries, RetryInterval: interval, MaxRetryInterval: maxInterval}
 		return nil
 	}}
+}
+
+// newReadID names one Read or ReadBounded transform, so that its workers' pacing keys are
+// its own and two reads of one stream in a pipeline do not slow each other down.
+func newReadID() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("kinesisio: reading random bytes for a read id: %v", err))
+	}
+	return hex.EncodeToString(b)
 }

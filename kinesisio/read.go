@@ -138,7 +138,7 @@ func (fn *shardFn) RestrictionSize(d shardDescriptor, r shardRestriction) float6
 		return 0
 	}
 	if r.MaxRecords == 0 {
-		if b, ok := memos.backlog(shardKey(fn.Spec.ReadID, d), r.start()); ok {
+		if b, ok := memos.backlog(shardKeyOf(fn.Spec.ReadID, d), r.start()); ok {
 			return b
 		}
 	}
@@ -201,8 +201,8 @@ func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.L
 		return cont, err
 	}
 	resumes := false
-	cp.callStarted(d)
-	defer func() { cp.callEnded(d, resumes) }()
+	cp.CallStarted(tableShard(d))
+	defer func() { cp.CallEnded(d.ShardID, resumes) }()
 	emitRecord, cutter := tokens(cp, fn.Spec.Cut, d, emit, emitCommit)
 	cont, err := fn.reader.process(ctx, we, rt, d, emitRecord)
 	resumes = err == nil && cont != nil && cont.ShouldResume()
@@ -230,8 +230,8 @@ func (fn *readBoundedFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracke
 		_, err := fn.reader.process(ctx, nil, rt, d, emit)
 		return err
 	}
-	cp.callStarted(d)
-	defer cp.callEnded(d, false)
+	cp.CallStarted(tableShard(d))
+	defer cp.CallEnded(d.ShardID, false)
 	emitRecord, cutter := tokens(cp, fn.Spec.Cut, d, emit, emitCommit)
 	_, err := fn.reader.process(ctx, nil, rt, d, emitRecord)
 	if err == nil {

@@ -21,7 +21,7 @@ import (
 // observeBacklog adds the records of a GetRecords response or SubscribeToShard event to the
 // shard's byte rate, reports the resulting backlog estimate (with the response's
 // MillisBehindLatest) to the tracker, whose progress it becomes, and returns it.
-func (r *shardReader) observeBacklog(ctx context.Context, rt *sdf.LockRTracker, key string, records []types.Record, millisBehind *int64) float64 {
+func (r *shardReader) observeBacklog(ctx context.Context, rt *sdf.LockRTracker, key shardKey, records []types.Record, millisBehind *int64) float64 {
 	s := rateSample{bytes: dataBytes(records)}
 	if n := len(records); n > 0 {
 		s.head = int64(len(records[0].Data))

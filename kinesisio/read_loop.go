@@ -125,7 +125,7 @@ func (r *shardReader) process(ctx context.Context, we *watermarkEstimator, rt *s
 	}
 	wait := r.retry.Max
 	readUnavailable.Inc(ctx, 1)
-	calls.notBefore(r.pacingKey(d), time.Now().Add(wait))
+	calls.notBefore(readsOf(r.shardKey(d)), time.Now().Add(wait))
 	log.Warnf(ctx, "%v; Kinesis did not answer within the %d retries of WithRetries: reading %v again from its last position in %v", err, r.retry.Retries, d, wait)
 	return sdf.ResumeProcessingIn(wait), nil
 }
@@ -142,14 +142,14 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 	defer func() { reportCalls(ctx, r.api.TakeStats()) }()
 	bounded := we == nil
 	rest := rt.GetRestriction().(shardRestriction)
-	key := r.pacingKey(d)
+	key := r.shardKey(d)
 	if rest.Empty {
 		forgetShard(key)
 		return sdf.StopProcessing(), nil
 	}
 	// A call that comes before the shard's next read is due (the runner did not wait as
 	// asked) waits, or is resumed later, before it calls Kinesis.
-	if wait := calls.wait(key, time.Now()); bounded {
+	if wait := calls.wait(readsOf(key), time.Now()); bounded {
 		if err := backoff.Sleep(ctx, wait); err != nil {
 			return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
 		}
@@ -244,17 +244,17 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 
 // newFetcher returns the fetcher of the call st: a subscriber with enhanced fan-out, a
 // poller otherwise.
-func (r *shardReader) newFetcher(ctx context.Context, st *readState, key string) (fetcher, error) {
+func (r *shardReader) newFetcher(ctx context.Context, st *readState, key shardKey) (fetcher, error) {
 	if r.spec.enhancedFanOut() {
-		return r.newSubscriber(ctx, st, key)
+		return r.newSubscriber(ctx, st)
 	}
 	return r.newPoller(st, key), nil
 }
 
 // forgetShard drops what the worker keeps of a shard (its pacing and its memo) once the
 // call found the shard, or its part of the read, done.
-func forgetShard(key string) {
-	calls.forget(key)
+func forgetShard(key shardKey) {
+	calls.forget(readsOf(key))
 	memos.forget(key)
 }
 

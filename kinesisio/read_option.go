@@ -3,7 +3,6 @@ package kinesisio
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"reflect"
 	"regexp"
 	"time"
@@ -21,31 +20,8 @@ const (
 // maxGetRecordsLimit is the largest Limit GetRecords accepts.
 const maxGetRecordsLimit = 10000
 
-// readConfig holds the options of Read and ReadBounded.
-//
-// The Spark Kinesis connectors' source options map to these options:
-//
-//	streamName                                   the stream argument of Read / ReadBounded
-//	endpointUrl                                  WithEndpoint
-//	region                                       WithRegion
-//	awsAccessKeyId, awsSecretKey                 WithStaticCredentials (+ WithSessionToken)
-//	awsSTSRoleARN, awsSTSSessionName             WithAssumeRole
-//	awsUseInstanceProfile                        the default (the SDK's default credential chain)
-//	startingPosition                             WithStartingPosition, ParseStartingPosition
-//	failOnDataLoss                               WithFailOnDataLoss
-//	kinesis.executor.maxFetchTimeInMs            WithMaxFetchTime
-//	kinesis.executor.maxFetchRecordsPerShard     WithMaxRecordsPerFetch
-//	kinesis.executor.maxRecordPerRead            WithMaxRecordsPerRead
-//	kinesis.executor.addIdleTimeBetweenReads,
-//	kinesis.executor.idleTimeBetweenReadsInMs    WithIdleTimeBetweenReads
-//	kinesis.client.describeShardInterval         WithDescribeShardInterval
-//	kinesis.client.numRetries, retryIntervalMs,
-//	kinesis.client.maxRetryIntervalMs            WithRetries
-//	kinesis.consumerType = GetRecords            the default (polling)
-//	kinesis.consumerType = SubscribeToShard,
-//	kinesis.consumerName                         WithEnhancedFanOut (or WithEnhancedFanOutConsumerARN)
-//	kinesis.metadataCommitterType = DYNAMODB,
-//	kinesis.dynamodb.tableName                   WithCheckpointTable
+// readConfig holds the options of Read and ReadBounded. The package documentation maps
+// the Spark Kinesis connectors' option names to them.
 type readConfig struct {
 	start                 StartingPosition
 	failOnDataLoss        bool
@@ -105,83 +81,6 @@ func (r *readConfig) validate() error {
 		return fmt.Errorf("WithCheckpointTakeover or WithCheckpointLeaseDuration was given without WithCheckpointTable; name the table too")
 	}
 	return nil
-}
-
-var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
-
-// WithCheckpointTable keeps each shard's position in the DynamoDB table, laid out as a KCL
-// 2.x/3.x lease table (one item per shard, keyed leaseKey = shard id) and created, on-demand,
-// if missing. A position is written only after the runner has committed the bundle that
-// read it (a commit step behind a fusion break writes it), a job started on the table resumes every shard after its committed checkpoint (shards
-// without one start at WithStartingPosition; closed shards at SHARD_END are not read again),
-// and Read reads a child shard only once each parent's item says SHARD_END. A job holds
-// the leases of the shards it reads and renews them (see WithCheckpointTakeover for a second
-// job on the same table). The region and credentials are the Kinesis client's.
-func WithCheckpointTable(table string) Option {
-	return Option{name: "WithCheckpointTable", dirs: dirRead, apply: func(c *config) error {
-		if !tableNamePattern.MatchString(table) {
-			return fmt.Errorf("table name %q is invalid: DynamoDB table names are 3 to 255 characters of a-z, A-Z, 0-9, '_', '.' and '-'", table)
-		}
-		c.read.checkpointTable = table
-		return nil
-	}}
-}
-
-// WithCheckpointTableEndpoint sets the DynamoDB endpoint of WithCheckpointTable, e.g.
-// "http://127.0.0.1:8000" for a local DynamoDB.
-func WithCheckpointTableEndpoint(endpoint string) Option {
-	return Option{name: "WithCheckpointTableEndpoint", dirs: dirRead, apply: func(c *config) error {
-		u, err := url.Parse(endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("endpoint %q is not an http(s) URL like \"http://127.0.0.1:8000\"", endpoint)
-		}
-		c.read.checkpointEndpoint = endpoint
-		return nil
-	}}
-}
-
-// WithCheckpointTakeover says what a job does when it finds a shard's lease in the
-// WithCheckpointTable held by another owner (another beamkinesis job, or a KCL worker).
-//
-// false (the default): it refuses to run alongside a live owner. It watches the lease's
-// leaseCounter for WithCheckpointLeaseDuration; if the counter moved (the owner commits or
-// renews it), the job fails with an error naming the table, the shard and the owner; if it
-// stood still, the owner is dead and the lease is taken over, as the KCL takes an expired
-// lease. A job started right after another one stopped therefore waits one lease duration.
-//
-// true: it takes the leases over at once, live owner or not (a redeployment that replaces
-// a running job). The job that held them learns it at its next commit or lease renewal
-// (every write is conditional on the lease counter and owner), logs it, and stops reading
-// those shards and writing their positions. Records it read after its last commit are read
-// again by the new job.
-func WithCheckpointTakeover(takeover bool) Option {
-	return Option{name: "WithCheckpointTakeover", dirs: dirRead, apply: func(c *config) error {
-		c.read.checkpointTakeover = takeover
-		return nil
-	}}
-}
-
-// WithCheckpointLeaseDuration is how long a lease in the WithCheckpointTable lives without
-// being renewed (default 10s, the KCL's failoverTimeMillis): a job renews the leases of the
-// shards it reads every third of it, and a lease whose counter did not move for that long
-// belongs to a dead owner. It must be at least 300ms.
-func WithCheckpointLeaseDuration(d time.Duration) Option {
-	return Option{name: "WithCheckpointLeaseDuration", dirs: dirRead, apply: func(c *config) error {
-		if d < 300*time.Millisecond {
-			return fmt.Errorf("lease duration %v is too short: it must be at least 300ms", d)
-		}
-		c.read.leaseDuration = d
-		return nil
-	}}
-}
-
-// EventTimeFn assigns event times to records under WithCustomWatermarkPolicy. The watermark
-// of a shard is the largest event time it has assigned, advanced to now minus the idle
-// threshold while the shard is idle. Implementations are serialised with the pipeline as
-// JSON, so their configuration must be in exported fields, and their type must be
-// registered with beam.RegisterType.
-type EventTimeFn interface {
-	EventTime(r Record) time.Time
 }
 
 // WithStartingPosition sets where each shard is first read from: Latest() (the default, as in
@@ -288,6 +187,43 @@ func WithDescribeShardInterval(d time.Duration) Option {
 			return fmt.Errorf("the interval %v must be positive", d)
 		}
 		c.read.describeShardInterval = d
+		return nil
+	}}
+}
+
+// consumerARNPattern is the service's pattern for stream consumer ARNs.
+var consumerARNPattern = regexp.MustCompile(`^arn:aws[a-z0-9-]*:kinesis:[a-z0-9-]*:\d{12}:stream/[a-zA-Z0-9_.-]+/consumer/[a-zA-Z0-9_.-]+:[0-9]+$`)
+
+// WithEnhancedFanOut reads each shard with enhanced fan-out (SubscribeToShard) as the stream
+// consumer named consumerName instead of polling GetRecords. The consumer gets its own
+// 2 MiB/s per shard and records are pushed as they arrive. The readers register the consumer
+// if the stream has none of that name, reuse it if it exists, and wait until it is ACTIVE;
+// they never deregister it. This is the Spark connectors' kinesis.consumerType =
+// SubscribeToShard with kinesis.consumerName. Restrictions, checkpoints, deaggregation,
+// watermarks and metrics are the same as with polling; WithMaxRecordsPerRead,
+// WithPollInterval and WithIdleTimeBetweenReads do not apply. A shard's subscription stays
+// open from one ProcessElement call to the next on the same worker, and a caught-up reader
+// returns to the runner between events, so that it does not hold the other shards a runner
+// put in the same bundle.
+func WithEnhancedFanOut(consumerName string) Option {
+	return Option{name: "WithEnhancedFanOut", dirs: dirRead, apply: func(c *config) error {
+		if !streamNamePattern.MatchString(consumerName) {
+			return fmt.Errorf("consumer name %q is invalid: consumer names are 1 to 128 characters of a-z, A-Z, 0-9, '_', '.' and '-'", consumerName)
+		}
+		c.read.consumerName, c.read.consumerARN = consumerName, ""
+		return nil
+	}}
+}
+
+// WithEnhancedFanOutConsumerARN is WithEnhancedFanOut with a stream consumer registered
+// beforehand, named by its ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/STREAM/consumer/NAME:EPOCH).
+// The readers subscribe with it as it is and register nothing.
+func WithEnhancedFanOutConsumerARN(arn string) Option {
+	return Option{name: "WithEnhancedFanOutConsumerARN", dirs: dirRead, apply: func(c *config) error {
+		if !consumerARNPattern.MatchString(arn) {
+			return fmt.Errorf("%q is not a stream consumer ARN like arn:aws:kinesis:us-east-1:123456789012:stream/NAME/consumer/CONSUMER:1700000000", arn)
+		}
+		c.read.consumerARN, c.read.consumerName = arn, ""
 		return nil
 	}}
 }

@@ -95,7 +95,7 @@ func TestASecondJobTakesTheLeasesOverAndTheFirstStops(t *testing.T) {
 	client := srv.Client()
 	write := func(prefix string) { putAll(t, client, stream, newWorkload(t, prefix, 40, 0, 0).entries) }
 	write("before")
-	lost0 := tableLostTotal.Load()
+	lost0 := tableStats(table).LeasesLost
 
 	p1, s1 := beam.NewPipelineWithRoot()
 	first := collect(s1, t.Name()+"/1", Read(s1, stream, ownerTestOptions(srv, dyn, table, 8*time.Second)...))
@@ -112,7 +112,7 @@ func TestASecondJobTakesTheLeasesOverAndTheFirstStops(t *testing.T) {
 			return leaseOf(t, dyn, table, "shardId-000000000000").Owner != owner1 && leaseOf(t, dyn, table, "shardId-000000000001").Owner != owner1
 		})
 		write("during")
-		waitFor(t, "job 1 to lose both leases", func() bool { return tableLostTotal.Load()-lost0 >= 2 })
+		waitFor(t, "job 1 to lose both leases", func() bool { return tableStats(table).LeasesLost-lost0 >= 2 })
 		// Job 1 may still finish the calls it had begun; records after this are past them.
 		time.Sleep(500 * time.Millisecond)
 		write("late")
@@ -125,7 +125,7 @@ func TestASecondJobTakesTheLeasesOverAndTheFirstStops(t *testing.T) {
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
-	if lost := tableLostTotal.Load() - lost0; lost != 2 {
+	if lost := tableStats(table).LeasesLost - lost0; lost != 2 {
 		t.Errorf("job 1 lost %d leases; want both", lost)
 	}
 	got1, got2 := first.get(), second.get()

@@ -46,20 +46,22 @@ func BenchmarkReadCheckpointTableCost(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		plain := run("")
-		calls0, commits0, lag0 := tableCallsTotal.Load(), tableCommitsTotal.Load(), tableLagSumMs.Load()
-		tableLagMaxMs.Store(0)
-		tableLags.take()
-		withTable := run(fmt.Sprint("cost", i))
-		lags := tableLags.take()
-		calls, commits := tableCallsTotal.Load()-calls0, tableCommitsTotal.Load()-commits0
+		table := fmt.Sprint("cost", i)
+		withTable := run(table)
+		st := tableStats(table)
+		lags := st.LagMs
 		b.ReportMetric(plain, "plain_records/s")
 		b.ReportMetric(withTable, "table_records/s")
 		b.ReportMetric(withTable/plain, "table/plain")
-		b.ReportMetric(float64(calls)*1000/records, "dynamodb_calls/1000records")
-		if commits > 0 {
-			b.ReportMetric(float64(tableLagSumMs.Load()-lag0)/float64(commits), "commit_lag_avg_ms")
+		b.ReportMetric(float64(st.Calls)*1000/records, "dynamodb_calls/1000records")
+		if st.Commits > 0 && len(lags) > 0 {
+			var sum int64
+			for _, ms := range lags {
+				sum += ms
+			}
+			b.ReportMetric(float64(sum)/float64(len(lags)), "commit_lag_avg_ms")
+			b.ReportMetric(float64(slices.Max(lags)), "commit_lag_max_ms")
 		}
-		b.ReportMetric(float64(tableLagMaxMs.Load()), "commit_lag_max_ms")
 		if len(lags) > 0 {
 			slices.Sort(lags)
 			b.ReportMetric(float64(lags[len(lags)/2]), "commit_lag_p50_ms")
@@ -104,11 +106,10 @@ func BenchmarkReadHeldCommitCost(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		plain := run("")
-		calls0, commits0 := tableCallsTotal.Load(), tableCommitsTotal.Load()
-		tableLags.take()
-		held := run(fmt.Sprint("heldcost", i))
-		lags := tableLags.take()
-		calls, commits := tableCallsTotal.Load()-calls0, tableCommitsTotal.Load()-commits0
+		table := fmt.Sprint("heldcost", i)
+		held := run(table)
+		st := tableStats(table)
+		lags, calls, commits := st.LagMs, st.Calls, st.Commits
 		b.ReportMetric(plain, "plain_records/s")
 		b.ReportMetric(held, "held_records/s")
 		b.ReportMetric(held/plain, "held/plain")

@@ -9,13 +9,12 @@ import (
 // The watermarks of one read's restrictions, shared in a worker process.
 //
 // A runner computes a stage's output watermark as the minimum over the watermarks of all its
-// restrictions and its input. Prism (Beam v2.77.0, engine/elementmanager.go: PersistBundle
-// sets stageState.estimatedOutput from the residuals of the bundle it finished, and
-// updateWatermarks takes that estimate even past the input watermark) uses the residuals of
-// the last bundle only. Each shard is its own bundle there, so a shard that is caught up or
-// idle moved the read's watermark past a shard still reading its backlog, past a child shard
-// waiting for its parents, and past discovery's last poll: a GroupByKey downstream dropped
-// those shards' records as late (1,305 of 1,515 in TestReadWindowsKeepTheRecordsOfALaggingShard).
+// restrictions and its input. Prism takes a splittable stage's output watermark from the
+// residuals of the last bundle it finished, even past its input watermark. Each shard is its
+// own bundle there, so a shard that is caught up or idle moved the read's watermark past a
+// shard still reading its backlog, past a child shard waiting for its parents, and past
+// discovery's last poll: a GroupByKey downstream dropped those shards' records as late
+// (1,305 of 1,515 in TestReadWindowsKeepTheRecordsOfALaggingShard).
 //
 // So a reader restriction reports, as its watermark, the minimum of its own and of those of
 // the read's other restrictions this process ran lately, discovery's and the shards

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -15,47 +14,9 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 )
 
-// consumerARNPattern is the service's pattern for stream consumer ARNs.
-var consumerARNPattern = regexp.MustCompile(`^arn:aws[a-z0-9-]*:kinesis:[a-z0-9-]*:\d{12}:stream/[a-zA-Z0-9_.-]+/consumer/[a-zA-Z0-9_.-]+:[0-9]+$`)
-
 // consumerActivationTimeout bounds how long a reader waits for a stream consumer to become
 // ACTIVE after registering it (the service takes seconds, rarely more than a minute).
 const consumerActivationTimeout = 5 * time.Minute
-
-// WithEnhancedFanOut reads each shard with enhanced fan-out (SubscribeToShard) as the stream
-// consumer named consumerName instead of polling GetRecords. The consumer gets its own
-// 2 MiB/s per shard and records are pushed as they arrive. The readers register the consumer
-// if the stream has none of that name, reuse it if it exists, and wait until it is ACTIVE;
-// they never deregister it. This is the Spark connectors' kinesis.consumerType =
-// SubscribeToShard with kinesis.consumerName. Restrictions, checkpoints, deaggregation,
-// watermarks and metrics are the same as with polling; WithMaxRecordsPerRead,
-// WithPollInterval and WithIdleTimeBetweenReads do not apply. A shard's subscription stays
-// open from one ProcessElement call to the next on the same worker; a caught-up reader
-// returns to the runner when no event follows within 10ms and asks to resume 50ms later,
-// so that it does not hold other shards a runner put in the same bundle, and records wait
-// at most about that long.
-func WithEnhancedFanOut(consumerName string) Option {
-	return Option{name: "WithEnhancedFanOut", dirs: dirRead, apply: func(c *config) error {
-		if !streamNamePattern.MatchString(consumerName) {
-			return fmt.Errorf("consumer name %q is invalid: consumer names are 1 to 128 characters of a-z, A-Z, 0-9, '_', '.' and '-'", consumerName)
-		}
-		c.read.consumerName, c.read.consumerARN = consumerName, ""
-		return nil
-	}}
-}
-
-// WithEnhancedFanOutConsumerARN is WithEnhancedFanOut with a stream consumer registered
-// beforehand, named by its ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/STREAM/consumer/NAME:EPOCH).
-// The readers subscribe with it as it is and register nothing.
-func WithEnhancedFanOutConsumerARN(arn string) Option {
-	return Option{name: "WithEnhancedFanOutConsumerARN", dirs: dirRead, apply: func(c *config) error {
-		if !consumerARNPattern.MatchString(arn) {
-			return fmt.Errorf("%q is not a stream consumer ARN like arn:aws:kinesis:us-east-1:123456789012:stream/NAME/consumer/CONSUMER:1700000000", arn)
-		}
-		c.read.consumerARN, c.read.consumerName = arn, ""
-		return nil
-	}}
-}
 
 // enhancedFanOut says whether the reader subscribes instead of polling.
 func (s readSpec) enhancedFanOut() bool { return s.ConsumerName != "" || s.ConsumerARN != "" }

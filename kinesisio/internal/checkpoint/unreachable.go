@@ -1,4 +1,4 @@
-package kinesisio
+package checkpoint
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // back, the table stays behind the read, and the next job on it reads the records after
 // the table's position again (duplicates, never loss). A bounded read does not end with a
 // position unwritten: its commit bundles wait for their shards' held positions up to
-// heldWaitBounded, then fail with a line naming the table.
+// HeldWaitBounded, then fail with a line naming the table.
 
 // Backoff of the retrier of held positions.
 const (
@@ -36,15 +36,15 @@ const (
 	heldRetryMax   = 30 * time.Second
 )
 
-// heldWaitBounded is how long a bounded read's commit bundle waits for the table to take
+// HeldWaitBounded is how long a bounded read's commit bundle waits for the table to take
 // its held positions.
-const heldWaitBounded = 2 * time.Minute
+const HeldWaitBounded = 2 * time.Minute
 
-// tableUnreachable says whether err, from a write of the table, means that the table did
+// Unreachable says whether err, from a write of the table, means that the table did
 // not answer (and the write may land later) rather than that it refused the write: DynamoDB
 // client errors other than throttling (validation, a missing table, denied access), a
 // deleted lease item and cancellation are answers.
-func tableUnreachable(err error) bool {
+func Unreachable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, leasetable.ErrLeaseGone) || errors.Is(err, leasetable.ErrLeaseLost) {
 		return false
 	}
@@ -68,7 +68,7 @@ func tableUnreachable(err error) bool {
 
 // holdLocked keeps tok as s's held position if it is further than the one held; cause is
 // the error of the write that failed (nil: a write was held already). s.mu is held.
-func (c *checkpointer) holdLocked(ctx context.Context, s *shardLease, tok commitToken, cause error) {
+func (c *Checkpointer) holdLocked(ctx context.Context, s *shardLease, tok Token, cause error) {
 	c.stats.unavailable.Add(1)
 	if h := s.held; h != nil {
 		if leasetable.Compare(tok.position(), h.position()) > 0 {
@@ -87,11 +87,11 @@ func (c *checkpointer) holdLocked(ctx context.Context, s *shardLease, tok commit
 
 // holdStartedLocked says that s's writes start waiting for the table, and starts the
 // retrier. s.mu is held.
-func (c *checkpointer) holdStartedLocked(ctx context.Context, s *shardLease, what string, cause error) {
+func (c *Checkpointer) holdStartedLocked(ctx context.Context, s *shardLease, what string, cause error) {
 	if s.heldSince.IsZero() {
 		s.heldSince = time.Now()
 		log.Warnf(ctx, "kinesisio: checkpoint table %s unreachable; holding shard %s's position %s (stream %s) and retrying from %v, backing off to %v, while the read goes on; a job that dies meanwhile resumes from the table's older position (records read again, none lost): %v",
-			c.spec.Table, s.lease.ShardID, what, s.stream, heldRetryFirst, heldRetryMax, cause)
+			c.cfg.Table, s.lease.ShardID, what, s.stream, heldRetryFirst, heldRetryMax, cause)
 	}
 	c.mu.Lock()
 	if !c.retrying {
@@ -102,7 +102,7 @@ func (c *checkpointer) holdStartedLocked(ctx context.Context, s *shardLease, wha
 }
 
 // retryHeld writes the held positions until none is left.
-func (c *checkpointer) retryHeld() {
+func (c *Checkpointer) retryHeld() {
 	wait := heldRetryFirst
 	for {
 		time.Sleep(wait)
@@ -121,7 +121,7 @@ func (c *checkpointer) retryHeld() {
 	}
 }
 
-func (c *checkpointer) anyHeldLocked() bool {
+func (c *Checkpointer) anyHeldLocked() bool {
 	for _, s := range c.shards {
 		s.mu.Lock()
 		h := s.held != nil || s.heldPrepare
@@ -135,7 +135,7 @@ func (c *checkpointer) anyHeldLocked() bool {
 
 // retryHeldOnce tries each held write once; it reports whether any is still held because
 // the table is unreachable.
-func (c *checkpointer) retryHeldOnce() bool {
+func (c *Checkpointer) retryHeldOnce() bool {
 	c.mu.Lock()
 	shards := make([]*shardLease, 0, len(c.shards))
 	for _, s := range c.shards {
@@ -156,7 +156,7 @@ func (c *checkpointer) retryHeldOnce() bool {
 
 // retryShardLocked tries s's held writes; it reports whether they are still held. s.mu is
 // held.
-func (c *checkpointer) retryShardLocked(ctx context.Context, s *shardLease) bool {
+func (c *Checkpointer) retryShardLocked(ctx context.Context, s *shardLease) bool {
 	if s.held == nil && !s.heldPrepare {
 		return false
 	}
@@ -185,22 +185,22 @@ func (c *checkpointer) retryShardLocked(ctx context.Context, s *shardLease) bool
 		}
 	}
 	switch {
-	case err != nil && tableUnreachable(err):
+	case err != nil && Unreachable(err):
 		return true
 	case err != nil:
-		s.refused = fmt.Errorf("kinesisio: checkpoint table %s refused shard %s's held position %s once it answered again: %w", c.spec.Table, s.lease.ShardID, what, err)
+		s.refused = fmt.Errorf("kinesisio: checkpoint table %s refused shard %s's held position %s once it answered again: %w", c.cfg.Table, s.lease.ShardID, what, err)
 		log.Error(ctx, s.refused.Error())
 		s.held, s.heldPrepare = nil, false
 	default:
-		log.Infof(ctx, "kinesisio: checkpoint table %s reachable again after %v: wrote shard %s's held position %s", c.spec.Table, time.Since(s.heldSince).Round(time.Second), s.lease.ShardID, what)
+		log.Infof(ctx, "kinesisio: checkpoint table %s reachable again after %v: wrote shard %s's held position %s", c.cfg.Table, time.Since(s.heldSince).Round(time.Second), s.lease.ShardID, what)
 	}
 	s.heldSince = time.Time{}
 	return false
 }
 
-// awaitHeld waits until the table took the held positions of shards, for at most budget,
+// AwaitHeld waits until the table took the held positions of shards, for at most budget,
 // and fails with the table's name when it did not.
-func (c *checkpointer) awaitHeld(ctx context.Context, shards []string, budget time.Duration) error {
+func (c *Checkpointer) AwaitHeld(ctx context.Context, shards []string, budget time.Duration) error {
 	deadline := time.Now().Add(budget)
 	for {
 		var held []string
@@ -222,11 +222,11 @@ func (c *checkpointer) awaitHeld(ctx context.Context, shards []string, budget ti
 		}
 		if time.Now().After(deadline) {
 			slices.Sort(held)
-			return fmt.Errorf("kinesisio: checkpoint table %s unreachable for more than %v at the end of a bounded read: the positions of shards %v are not written, so the next read on the table reads their records again; check that DynamoDB (endpoint %q) is reachable and run the read again", c.spec.Table, budget, held, c.spec.Endpoint)
+			return fmt.Errorf("kinesisio: checkpoint table %s unreachable for more than %v at the end of a bounded read: the positions of shards %v are not written, so the next read on the table reads their records again; check that DynamoDB (endpoint %q) is reachable and run the read again", c.cfg.Table, budget, held, c.cfg.Endpoint)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kinesisio: waiting for checkpoint table %s to take the positions of shards %v: %w", c.spec.Table, held, ctx.Err())
+			return fmt.Errorf("kinesisio: waiting for checkpoint table %s to take the positions of shards %v: %w", c.cfg.Table, held, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/checkpoint"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 )
 
@@ -241,7 +242,7 @@ type heldCommitFn struct {
 	Next  state.Value[int64]
 	Ready timers.EventTime
 
-	cp *checkpointer
+	cp *checkpoint.Checkpointer
 }
 
 func newHeldCommitFn(spec commitSpec, cut windowCut) *heldCommitFn {
@@ -275,10 +276,10 @@ func (fn *heldCommitFn) ProcessElement(ctx context.Context, sp state.Provider, t
 		return err
 	}
 	if tok.Seq == leasetable.ShardEnd {
-		if err := fn.cp.prepareShardEnd(ctx, tok); err != nil {
+		if err := fn.cp.PrepareShardEnd(ctx, tok.tableToken()); err != nil {
 			return err
 		}
-		fn.cp.flush(ctx)
+		reportTable(ctx, fn.cp.TakeStats())
 	}
 	if err := fn.Held.Add(sp, tok); err != nil {
 		return fmt.Errorf("kinesisio: holding the commit of shard %s: %w", tok.ShardID, err)
@@ -306,8 +307,8 @@ func (fn *heldCommitFn) setTimer(sp state.Provider, tp timers.Provider, ms int64
 // it (a token not due yet holds back the positions after it), and keeps the rest.
 //
 // The timer's firing time is read from state: the event time OnTimer is given is the
-// timer's output timestamp, which is the end of time for a timer without one (Beam
-// v2.77.0 core/timers: WithNoOutputTimestamp), and the timer holds no watermark.
+// timer's output timestamp, which is the end of time for a timer set
+// WithNoOutputTimestamp, as this one is so that it holds no watermark.
 func (fn *heldCommitFn) OnTimer(ctx context.Context, _ beam.EventTime, sp state.Provider, tp timers.Provider, key string, _ timers.Context) error {
 	if err := fn.Setup(ctx); err != nil {
 		return err
@@ -330,16 +331,16 @@ func (fn *heldCommitFn) OnTimer(ctx context.Context, _ beam.EventTime, sp state.
 		n++
 	}
 	if n > 0 {
-		if err := fn.cp.commit(ctx, commit); err != nil {
+		if err := fn.cp.Commit(ctx, commit.tableToken()); err != nil {
 			return fmt.Errorf("kinesisio: checkpoint table %s: the held commit failed: %w", fn.Spec.Checkpoint.Table, err)
 		}
 		if fn.Spec.Bounded {
-			if err := fn.cp.awaitHeld(ctx, []string{commit.ShardID}, heldWaitBounded); err != nil {
-				fn.cp.flush(ctx)
+			if err := fn.cp.AwaitHeld(ctx, []string{commit.ShardID}, checkpoint.HeldWaitBounded); err != nil {
+				reportTable(ctx, fn.cp.TakeStats())
 				return err
 			}
 		}
-		fn.cp.flush(ctx)
+		reportTable(ctx, fn.cp.TakeStats())
 	}
 	rest := held[n:]
 	if err := fn.Held.Clear(sp); err != nil {

@@ -1,4 +1,4 @@
-package kinesisio
+package checkpoint
 
 import (
 	"context"
@@ -18,17 +18,17 @@ import (
 // nothing else, SHARD_END replaces any sequence number and nothing replaces it.
 func TestAHeldPositionNeverMovesBack(t *testing.T) {
 	ctx := context.Background()
-	c := &checkpointer{spec: checkpointSpec{Table: "t"}, shards: map[string]*shardLease{}}
+	c := newCheckpointer(Config{Table: "t"}, nil)
 	s := c.shard("shardId-000000000001")
-	s.held = &commitToken{ShardID: "shardId-000000000001", Seq: "200", Records: 2}
+	s.held = &Token{ShardID: "shardId-000000000001", Seq: "200", Records: 2}
 	steps := []struct {
-		tok     commitToken
+		tok     Token
 		wantSeq string
 	}{
-		{commitToken{Seq: "100", Records: 1}, "200"},
-		{commitToken{Seq: "300", Records: 4}, "300"},
-		{commitToken{Seq: leasetable.ShardEnd, Records: 5}, leasetable.ShardEnd},
-		{commitToken{Seq: "400", Records: 7}, leasetable.ShardEnd},
+		{Token{Seq: "100", Records: 1}, "200"},
+		{Token{Seq: "300", Records: 4}, "300"},
+		{Token{Seq: leasetable.ShardEnd, Records: 5}, leasetable.ShardEnd},
+		{Token{Seq: "400", Records: 7}, leasetable.ShardEnd},
 	}
 	for i, st := range steps {
 		st.tok.ShardID = "shardId-000000000001"
@@ -48,18 +48,18 @@ func TestAHeldPositionNeverMovesBack(t *testing.T) {
 // A bounded read's commit waits for its held positions, then fails naming the table and
 // the shards.
 func TestABoundedCommitFailsWhenItsPositionsStayHeld(t *testing.T) {
-	c := &checkpointer{spec: checkpointSpec{Table: "positions"}, shards: map[string]*shardLease{}}
+	c := newCheckpointer(Config{Table: "positions"}, nil)
 	c.shard("shardId-000000000002").heldPrepare = true
 	c.shard("shardId-000000000003")
 	start := time.Now()
-	err := c.awaitHeld(context.Background(), []string{"shardId-000000000003", "shardId-000000000002"}, 300*time.Millisecond)
+	err := c.AwaitHeld(context.Background(), []string{"shardId-000000000003", "shardId-000000000002"}, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "positions") || !strings.Contains(err.Error(), "shardId-000000000002") || strings.Contains(err.Error(), "shardId-000000000003") {
 		t.Fatalf("awaitHeld: %v; want an error naming table positions and shard 2 only", err)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("awaitHeld gave up after %v, before its budget", d)
 	}
-	if err := c.awaitHeld(context.Background(), []string{"shardId-000000000003"}, time.Minute); err != nil {
+	if err := c.AwaitHeld(context.Background(), []string{"shardId-000000000003"}, time.Minute); err != nil {
 		t.Errorf("awaitHeld of a shard with nothing held: %v", err)
 	}
 }
@@ -81,8 +81,8 @@ func TestTableUnreachable(t *testing.T) {
 		{&refusedError{"live owner"}, false},
 		{context.Canceled, false},
 	} {
-		if got := tableUnreachable(tc.err); got != tc.want {
-			t.Errorf("tableUnreachable(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := Unreachable(tc.err); got != tc.want {
+			t.Errorf("Unreachable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }
@@ -90,7 +90,7 @@ func TestTableUnreachable(t *testing.T) {
 // The lease renewer warns once per outage: the first failed renewal after a success is the
 // one to warn about, and the first success after failures ends the outage.
 func TestRenewalFailuresWarnOncePerOutage(t *testing.T) {
-	c := &checkpointer{}
+	c := &Checkpointer{}
 	if d := c.renewalSucceeded(); d != 0 {
 		t.Fatalf("a success without failures before ended an outage of %v", d)
 	}

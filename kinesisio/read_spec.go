@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/checkpoint"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
 )
 
@@ -83,7 +84,7 @@ type shardReader struct {
 	policy watermarkPolicy
 	retry  backoff.Policy
 	// cp is the checkpoint table, or nil.
-	cp *checkpointer
+	cp *checkpoint.Checkpointer
 
 	// consumerMu guards consumerARN, the enhanced fan-out consumer once resolved.
 	consumerMu  sync.Mutex
@@ -101,7 +102,7 @@ func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
 			return nil, err
 		}
 	}
-	var cp *checkpointer
+	var cp *checkpoint.Checkpointer
 	if spec.Checkpoint.enabled() {
 		if cp, err = openCheckpointer(ctx, spec.Client, spec.Checkpoint); err != nil {
 			return nil, err
@@ -117,13 +118,8 @@ func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
 	}, nil
 }
 
-// pacingKey is the shard's key in the worker's pacer and memo cache: the read and the shard.
-func (r *shardReader) pacingKey(d shardDescriptor) string { return shardKey(r.spec.ReadID, d) }
-
-// shardKey is the key of shard d of the read readID in the worker's pacer and memo cache.
-func shardKey(readID string, d shardDescriptor) string {
-	return readID + "/" + d.Stream + "/" + d.ShardID
-}
+// shardKey is d's key in the worker's state (worker_state.go).
+func (r *shardReader) shardKey(d shardDescriptor) shardKey { return shardKeyOf(r.spec.ReadID, d) }
 
 // closeSubscriptions closes the subscriptions this reader left open.
 func (r *shardReader) closeSubscriptions() { subscriptions.closeOwned(r) }

@@ -195,24 +195,25 @@ func TestReadsAgainWithinTheBudgetAfterRecordsAtTheTip(t *testing.T) {
 // TestTipBudget checks the caught-up read budget on a synthetic clock: tip reads at least
 // tipReadGap apart.
 func TestTipBudget(t *testing.T) {
-	p := &pacer{next: map[string]time.Time{}, tips: map[string]time.Time{}}
+	p := &pacer{next: map[callKey]time.Time{}, tips: map[shardKey]time.Time{}}
+	k := shardKey{read: "r", stream: "s", shard: "shardId-000000000000"}
 	t0 := time.Unix(1000, 0)
-	if at := p.nextTipRead("k"); !at.IsZero() {
+	if at := p.nextTipRead(k); !at.IsZero() {
 		t.Fatalf("first tip read at %v; want now", at)
 	}
-	p.tipRead("k", t0)
-	if at := p.nextTipRead("k"); !at.Equal(t0.Add(tipReadGap)) {
+	p.tipRead(k, t0)
+	if at := p.nextTipRead(k); !at.Equal(t0.Add(tipReadGap)) {
 		t.Errorf("next tip read at %v; want %v", at, t0.Add(tipReadGap))
 	}
-	p.tipRead("k", t0.Add(-time.Second)) // a late report of an older read changes nothing
-	if at := p.nextTipRead("k"); !at.Equal(t0.Add(tipReadGap)) {
+	p.tipRead(k, t0.Add(-time.Second)) // a late report of an older read changes nothing
+	if at := p.nextTipRead(k); !at.Equal(t0.Add(tipReadGap)) {
 		t.Errorf("next tip read at %v after an older read; want %v", at, t0.Add(tipReadGap))
 	}
 	if tipReadGap*4 < time.Second || tipReadGap*5 <= time.Second {
 		t.Errorf("budget %v between reads allows more than 4 a second", tipReadGap)
 	}
-	p.forget("k")
-	if at := p.nextTipRead("k"); !at.IsZero() {
+	p.forget(readsOf(k))
+	if at := p.nextTipRead(k); !at.IsZero() {
 		t.Errorf("a forgotten shard must read at once, got %v", at)
 	}
 }
@@ -239,26 +240,27 @@ func TestEstimateBacklog(t *testing.T) {
 }
 
 func TestObserveKeepsTheRecentWindow(t *testing.T) {
-	c := &memoCache{memos: map[string]*shardMemo{}}
+	k := shardKey{read: "r", stream: "s", shard: "shardId-000000000000"}
+	c := &memoCache{memos: map[shardKey]*shardMemo{}}
 	now := time.Now()
 	// An old burst at 10 bytes/ms, then 40 s later a steady 1 byte/ms.
-	c.observe("k", rateSample{bytes: 10000, firstMs: 0, last: 1000}, 1, 1, now)
+	c.observe(k, rateSample{bytes: 10000, firstMs: 0, last: 1000}, 1, 1, now)
 	var b float64
 	for i := range int64(10) {
 		start := 41000 + i*1000
-		b = c.observe("k", rateSample{bytes: 1000, firstMs: start, last: start + 1000}, 1, 2000, now)
+		b = c.observe(k, rateSample{bytes: 1000, firstMs: start, last: start + 1000}, 1, 2000, now)
 	}
 	// The old burst has left the 30 s window: 10,000 bytes over 10 s.
 	if b != 2000 {
 		t.Errorf("backlog %v; want 2000 (1 byte/ms × 2000 ms)", b)
 	}
-	if b := c.observe("k", rateSample{}, 0, 0, now); b != 0 {
+	if b := c.observe(k, rateSample{}, 0, 0, now); b != 0 {
 		t.Errorf("backlog when caught up %v; want 0", b)
 	}
 	for i := range int64(2 * rateSamples) {
-		c.observe("k", rateSample{bytes: 1, firstMs: 60000 + i, last: 60000 + i}, 1, 1, now)
+		c.observe(k, rateSample{bytes: 1, firstMs: 60000 + i, last: 60000 + i}, 1, 1, now)
 	}
-	if n := len(c.memos["k"].samples); n != rateSamples {
+	if n := len(c.memos[k].samples); n != rateSamples {
 		t.Errorf("%d samples kept; want %d", n, rateSamples)
 	}
 }
@@ -423,5 +425,99 @@ func TestEventLag(t *testing.T) {
 		if got := aws.ToInt64(eventLagMs(tc.ev, now)); got != tc.want {
 			t.Errorf("%s: lag %d ms, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// impatientRunner calls process back to back, as Flink does while it drains a job (its
+// processing-time timers fire at once, whatever delay ResumeProcessingIn asked for): each
+// call resumes the checkpoint the previous one left, until the calls have taken span. It
+// returns how many calls it made and how long they took.
+func impatientRunner(t *testing.T, span time.Duration, rest any, process func(rt *sdf.LockRTracker) (sdf.ProcessContinuation, error), tracker func(any) sdf.RTracker) (int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	n := 0
+	for time.Since(start) < span {
+		rt := sdf.NewLockRTracker(tracker(rest))
+		pc, err := process(rt)
+		if err != nil {
+			t.Fatalf("call %d: %v", n, err)
+		}
+		if pc == nil || !pc.ShouldResume() {
+			t.Fatalf("call %d stopped (%v); want it to resume", n, pc)
+		}
+		_, res, err := rt.TrySplit(0)
+		if err != nil || res == nil {
+			t.Fatalf("call %d: checkpoint %v, %v", n, res, err)
+		}
+		rest = res
+		n++
+	}
+	return n, time.Since(start)
+}
+
+// maxCalls is the most calls an interval allows in elapsed: one at the start, then one per
+// full interval.
+func maxCalls(elapsed, interval time.Duration) int { return 1 + int(elapsed/interval) }
+
+// TestDiscoveryPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes resumes discovery back
+// to back for 1.5 s with a 300 ms interval: ListShards must be called at most once per
+// interval, and polls must still happen.
+func TestDiscoveryPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes(t *testing.T) {
+	const stream = "impatient-discovery"
+	const interval = 300 * time.Millisecond
+	srv := startServer(t, stream, 2)
+	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithStartingPosition(TrimHorizon()), WithDescribeShardInterval(interval)))
+	fn := &discoverFn{Spec: newDiscoverySpec(stream, cfg)}
+	ctx := context.Background()
+	we := newWatermarkEstimator(mtime.MinTimestamp.Milliseconds())
+	emitted := 0
+	calls, elapsed := impatientRunner(t, 1500*time.Millisecond, discoveryRestriction{},
+		func(rt *sdf.LockRTracker) (sdf.ProcessContinuation, error) {
+			return fn.ProcessElement(ctx, we, rt, nil, func(beam.EventTime, shardDescriptor) { emitted++ })
+		},
+		func(r any) sdf.RTracker { return &discoveryTracker{rest: r.(discoveryRestriction)} })
+	polls := srv.CallCount("ListShards")
+	t.Logf("%d ProcessElement calls in %v made %d ListShards calls", calls, elapsed, polls)
+	if polls > maxCalls(elapsed, interval) || polls < 2 {
+		t.Errorf("%d ListShards calls in %v with a %v interval; want 2 to %d", polls, elapsed, interval, maxCalls(elapsed, interval))
+	}
+	if calls > maxCalls(elapsed, pacingSleepMax)+polls {
+		t.Errorf("%d ProcessElement calls in %v: an early call must wait up to %v before it returns", calls, elapsed, pacingSleepMax)
+	}
+	if emitted != 2 {
+		t.Errorf("discovery emitted %d shards, want each of the 2 once", emitted)
+	}
+}
+
+// TestShardReaderPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes resumes the reader of
+// a caught-up shard back to back for 1.5 s with a 300 ms poll interval: GetRecords and
+// GetShardIterator must each be called at most once per interval.
+func TestShardReaderPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes(t *testing.T) {
+	const stream = "impatient-reader"
+	const interval = 300 * time.Millisecond
+	srv := startServer(t, stream, 1)
+	ctx := context.Background()
+	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithStartingPosition(TrimHorizon()), WithPollInterval(interval)))
+	r, err := newShardReader(ctx, newReadSpec(stream, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := shardDescriptor{Stream: stream, ShardID: "shardId-000000000000", StartKind: startTrimHorizon}
+	we := newWatermarkEstimator(mtime.MinTimestamp.Milliseconds())
+	calls, elapsed := impatientRunner(t, 1500*time.Millisecond, initialRestriction(d, 0),
+		func(rt *sdf.LockRTracker) (sdf.ProcessContinuation, error) {
+			return r.process(ctx, we, rt, d, func(beam.EventTime, Record) { t.Errorf("a record from an empty shard") })
+		},
+		func(x any) sdf.RTracker { return newShardTracker(x.(shardRestriction)) })
+	reads, iterators := srv.CallCount("GetRecords"), srv.CallCount("GetShardIterator")
+	t.Logf("%d ProcessElement calls in %v made %d GetRecords and %d GetShardIterator calls", calls, elapsed, reads, iterators)
+	if reads > maxCalls(elapsed, interval) || reads < 2 {
+		t.Errorf("%d GetRecords calls in %v with a %v poll interval; want 2 to %d", reads, elapsed, interval, maxCalls(elapsed, interval))
+	}
+	if calls > maxCalls(elapsed, pacingSleepMax)+reads {
+		t.Errorf("%d ProcessElement calls in %v: an early call must wait up to %v before it returns", calls, elapsed, pacingSleepMax)
+	}
+	if iterators > maxCalls(elapsed, interval) {
+		t.Errorf("%d GetShardIterator calls in %v with a %v poll interval; want at most %d", iterators, elapsed, interval, maxCalls(elapsed, interval))
 	}
 }
