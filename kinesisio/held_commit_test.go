@@ -93,12 +93,15 @@ func heldTestOptions(kinesisURL, dyn, table string) []Option {
 // run in a child process of the test binary so that it can be killed mid-window. It does
 // nothing in a normal run.
 func TestWindowedKilledJobChild(t *testing.T) {
-	env := os.Getenv(windowedKilledJobEnv)
-	if env == "" {
-		return
+	args := childjob.Args(t, windowedKilledJobEnv)
+	if len(args) != 5 && len(args) != 6 {
+		t.Fatalf("%s=%q: want the Kinesis URL, the DynamoDB URL, the stream, the table, the output file and, for enhanced fan-out, the consumer", windowedKilledJobEnv, args)
 	}
-	var kinesisURL, dyn, stream, table, out, consumer string
-	fmt.Sscan(env, &kinesisURL, &dyn, &stream, &table, &out, &consumer)
+	kinesisURL, dyn, stream, table, out := args[0], args[1], args[2], args[3], args[4]
+	consumer := ""
+	if len(args) == 6 {
+		consumer = args[5]
+	}
 	p, s := beam.NewPipelineWithRoot()
 	windowedJob(s, stream, heldTestWindow, out, append(heldTestOptions(kinesisURL, dyn, table), readMode(consumer)...)...)
 	if err := ptest.Run(p); err != nil {

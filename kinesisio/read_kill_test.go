@@ -53,14 +53,13 @@ const killedJobEnv = "BEAMKINESIS_KILLED_JOB"
 
 // TestKilledJobChild is the first job of TestReadResumesAfterTheJobWasKilled, run in a
 // child process of the test binary so that it can be killed (SIGKILL, no drain): a
-// streaming read of the table that never ends on its own. It does nothing in a normal run.
+// streaming read of the table that never ends on its own. A normal run skips it.
 func TestKilledJobChild(t *testing.T) {
-	env := os.Getenv(killedJobEnv)
-	if env == "" {
-		return
+	args := childjob.Args(t, killedJobEnv)
+	if len(args) != 5 {
+		t.Fatalf("%s=%q: want the Kinesis URL, the DynamoDB URL, the stream, the table and the output file", killedJobEnv, args)
 	}
-	var kinesisURL, dyn, stream, table, out string
-	fmt.Sscan(env, &kinesisURL, &dyn, &stream, &table, &out)
+	kinesisURL, dyn, stream, table, out := args[0], args[1], args[2], args[3], args[4]
 	p, s := beam.NewPipelineWithRoot()
 	recs := Read(s, stream,
 		WithEndpoint(kinesisURL), WithRegion("us-east-1"), WithStaticCredentials("test", "test"),

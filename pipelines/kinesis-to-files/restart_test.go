@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,14 +34,10 @@ const killedJobEnv = "BEAMKINESIS_K2F_KILLED_JOB"
 const restartWindow = 2 * time.Second
 
 // TestKilledStagingJobChild is the first job of TestStagingIsExactlyOnceAcrossAKill, run in
-// a child process of the test binary so that it can be killed mid-window. It does nothing
-// in a normal run.
+// a child process of the test binary so that it can be killed mid-window. A normal run
+// skips it.
 func TestKilledStagingJobChild(t *testing.T) {
-	env := os.Getenv(killedJobEnv)
-	if env == "" {
-		return
-	}
-	runStaging(t, strings.Fields(env)...)
+	runStaging(t, childjob.Args(t, killedJobEnv)...)
 }
 
 // runStaging runs kinesis-to-files with args on Prism until it ends.

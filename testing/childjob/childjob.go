@@ -1,16 +1,30 @@
 // Package childjob runs a job in a child process of the test binary, for the tests that kill
 // a job mid-run (SIGKILL: no drain, no savepoint) and start another on what it left. The
 // parent test starts one of its package's tests in the child with the job's arguments in an
-// environment variable; that test does nothing in a normal run, where the variable is unset.
+// environment variable; in a normal run, where the variable is unset, that test skips itself
+// (Args).
 package childjob
 
 import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
+
+// Args returns the fields of the value Start gave env in this child process, and skips the
+// calling test when env is unset: a child-job test runs only as the child of the test that
+// starts it.
+func Args(t testing.TB, env string) []string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		t.Skipf("runs only as the child job of another test (%s is not set)", env)
+	}
+	return strings.Fields(v)
+}
 
 // Job is a child process running one test of the test binary.
 type Job struct {
