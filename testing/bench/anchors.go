@@ -23,15 +23,15 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
-// AnchorsConfig sizes the --anchors pass.
-type AnchorsConfig struct {
+// anchorsConfig sizes the --anchors pass.
+type anchorsConfig struct {
 	Records        int           // records per read stream and messages per write
 	Shards         int           // shards of the read and write streams
 	ReshardRecords int           // records in each of the split and merge streams
 	Timeout        time.Duration // per JVM run; a run past it is stopped and reported incomplete
 	ReshardTimeout time.Duration // the same for the reads after a split and a merge
 	// JavaRead is the Beam Java read's configuration: arguments for ReadAnchor.java
-	// (--experiments, KinesisIO knobs). The default, JavaReadArgs, is the fastest of the set-ups
+	// (--experiments, KinesisIO knobs). The default, javaReadArgs, is the fastest of the set-ups
 	// tried (see testing/README.md, "Side by side with Beam Java KinesisIO").
 	JavaRead []string
 	// ProbeMaxRecords adds Beam Java reads bounded by withMaxNumRecords: with the stream's
@@ -49,19 +49,19 @@ type AnchorsConfig struct {
 	Log        io.Writer
 }
 
-// AnchorsQuickConfig is --anchors --quick, for CI.
-func AnchorsQuickConfig() AnchorsConfig {
-	return AnchorsConfig{Records: 5_000, Shards: 4, ReshardRecords: 3_000, Timeout: 90 * time.Second, ReshardTimeout: 40 * time.Second,
-		JavaRead: JavaReadArgs()}
+// anchorsQuickConfig is --anchors --quick, for CI.
+func anchorsQuickConfig() anchorsConfig {
+	return anchorsConfig{Records: 5_000, Shards: 4, ReshardRecords: 3_000, Timeout: 90 * time.Second, ReshardTimeout: 40 * time.Second,
+		JavaRead: javaReadArgs()}
 }
 
-// AnchorsFullConfig is --anchors.
-func AnchorsFullConfig() AnchorsConfig {
-	return AnchorsConfig{Records: 50_000, Shards: 4, ReshardRecords: 10_000, Timeout: 5 * time.Minute, ReshardTimeout: 2 * time.Minute,
-		JavaRead: JavaReadArgs(), ProbeMaxRecords: true, Alternatives: true}
+// anchorsFullConfig is --anchors.
+func anchorsFullConfig() anchorsConfig {
+	return anchorsConfig{Records: 50_000, Shards: 4, ReshardRecords: 10_000, Timeout: 5 * time.Minute, ReshardTimeout: 2 * time.Minute,
+		JavaRead: javaReadArgs(), ProbeMaxRecords: true, Alternatives: true}
 }
 
-// JavaReadArgs is the Beam Java read's set-up in the table: KinesisIO's defaults, read
+// javaReadArgs is the Beam Java read's set-up in the table: KinesisIO's defaults, read
 // through the splittable-DoFn wrapper of Read.Unbounded (experiment use_sdf_read), which
 // keeps each split's reader across the DirectRunner's checkpoints. The DirectRunner's default
 // for Read.Unbounded is the primitive read, whose evaluator emits at most 10 records per
@@ -70,9 +70,9 @@ func AnchorsFullConfig() AnchorsConfig {
 // its reader about every 200 records: 7–11× slower here, and after a reshard each restart
 // can block for 30 s (ShardReadersPool.stop waiting on a reader thread that sleeps in
 // waitUntilAllShardRecordsRead).
-func JavaReadArgs() []string { return []string{"--experiments=use_sdf_read"} }
+func javaReadArgs() []string { return []string{"--experiments=use_sdf_read"} }
 
-func (c AnchorsConfig) logf(format string, args ...any) {
+func (c anchorsConfig) logf(format string, args ...any) {
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, "anchors: "+format+"\n", args...)
 	}
@@ -109,8 +109,8 @@ type anchorRow struct {
 	JavaNote   string
 }
 
-// Anchors holds the pass's rows and its set-up facts.
-type Anchors struct {
+// anchorsResult holds the pass's rows and its set-up facts.
+type anchorsResult struct {
 	Rows        []anchorRow
 	BeamJava    string
 	JavaRead    []string // the Beam Java read's arguments in the main rows
@@ -123,13 +123,13 @@ type Anchors struct {
 	OursWritten storedStats
 }
 
-// RunAnchors runs the --anchors pass.
-func RunAnchors(ctx context.Context, cfg AnchorsConfig) (*Anchors, error) {
+// runAnchors runs the --anchors pass.
+func runAnchors(ctx context.Context, cfg anchorsConfig) (*anchorsResult, error) {
 	j, err := buildJavaAnchor(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	a := &Anchors{BeamJava: j.version, JavaRead: cfg.JavaRead, Build: j.Build, Built: j.Built, Records: cfg.Records, Shards: cfg.Shards}
+	a := &anchorsResult{BeamJava: j.version, JavaRead: cfg.JavaRead, Build: j.Build, Built: j.Built, Records: cfg.Records, Shards: cfg.Shards}
 	cs, err := startChildServer()
 	if err != nil {
 		return a, err
@@ -309,15 +309,15 @@ func signalContext() (context.Context, context.CancelFunc) {
 func reportAnchors(quick bool, log io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
-	cfg, mode := AnchorsFullConfig(), "anchors"
+	cfg, mode := anchorsFullConfig(), "anchors"
 	if quick {
-		cfg, mode = AnchorsQuickConfig(), "anchors, quick"
+		cfg, mode = anchorsQuickConfig(), "anchors, quick"
 	}
 	cfg.Log = log
 	m := DescribeMachine()
-	a, err := RunAnchors(ctx, cfg)
+	a, err := runAnchors(ctx, cfg)
 	if a != nil && len(a.Rows) > 0 {
-		if werr := WriteAnchorsTable(os.Stdout, m, mode, a); werr != nil && err == nil {
+		if werr := writeAnchorsTable(os.Stdout, m, mode, a); werr != nil && err == nil {
 			err = fmt.Errorf("writing the table: %w", werr)
 		}
 	}

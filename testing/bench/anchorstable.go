@@ -68,8 +68,8 @@ func cellFor(r anchorRun, want multiset, note string) string {
 	return s
 }
 
-// WriteAnchorsTable prints the pass as markdown.
-func WriteAnchorsTable(w io.Writer, m Machine, mode string, a *Anchors) error {
+// writeAnchorsTable prints the pass as markdown.
+func writeAnchorsTable(w io.Writer, m Machine, mode string, a *anchorsResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "beamkinesis vs Beam Java KinesisIO (%s), %s\n\n", mode, m.Start.Format(time.RFC3339))
 	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, load average at start %s. beamkinesis on Prism (Go SDK, in process); "+

@@ -78,7 +78,7 @@ func anchorToolchain() error {
 
 // buildJavaAnchor packages the Maven project unless target/ is newer than its sources:
 // offline first (a warm ~/.m2), then online.
-func buildJavaAnchor(ctx context.Context, cfg AnchorsConfig) (*javaAnchor, error) {
+func buildJavaAnchor(ctx context.Context, cfg anchorsConfig) (*javaAnchor, error) {
 	if err := anchorToolchain(); err != nil {
 		return nil, err
 	}
