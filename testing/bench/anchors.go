@@ -301,13 +301,9 @@ func runAnchors(ctx context.Context, cfg anchorsConfig) (*anchorsResult, error) 
 	return a, nil
 }
 
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt)
-}
-
 // reportAnchors runs the --anchors pass and prints its table.
 func reportAnchors(quick bool, log io.Writer) error {
-	ctx, stop := signalContext()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	cfg, mode := anchorsFullConfig(), "anchors"
 	if quick {

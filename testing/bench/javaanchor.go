@@ -1,5 +1,8 @@
 package main
 
+// The Beam Java side of the --anchors pass: the Maven build of
+// testing/anchors/java-kinesisio and one JVM per run, whose last stdout line is its report.
+
 import (
 	"bufio"
 	"bytes"

@@ -1,5 +1,9 @@
 package main
 
+// This connector's side of the --anchors pass: ReadBounded and Write on Prism in this
+// process, with this process's CPU and peak RSS; what the read emits is tallied into the
+// multiset Anchor.java computes.
+
 import (
 	"context"
 	"os"
