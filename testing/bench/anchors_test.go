@@ -23,12 +23,12 @@ func TestAnchorsQuick(t *testing.T) {
 		}
 		t.Skipf("Beam Java anchor skipped: %v", err)
 	}
-	cfg := AnchorsQuickConfig()
+	cfg := anchorsQuickConfig()
 	cfg.Log = testWriter{t}
-	a, err := RunAnchors(context.Background(), cfg)
+	a, err := runAnchors(context.Background(), cfg)
 	if a != nil {
 		var b strings.Builder
-		if werr := WriteAnchorsTable(&b, DescribeMachine(), "anchors, quick", a); werr == nil {
+		if werr := writeAnchorsTable(&b, DescribeMachine(), "anchors, quick", a); werr == nil {
 			t.Log("\n" + b.String())
 		}
 	}
