@@ -14,9 +14,24 @@
 // PutRecords (per-entry failures), GetShardIterator (all five types),
 // GetRecords (MillisBehindLatest, ChildShards at the end of a closed shard),
 // SplitShard, MergeShards, UpdateShardCount, IncreaseStreamRetentionPeriod,
-// DecreaseStreamRetentionPeriod and UpdateMaxRecordSize, addressing streams by
-// StreamName or StreamARN. Validation and errors follow the service: the same error types,
+// DecreaseStreamRetentionPeriod, UpdateMaxRecordSize and
+// UpdateStreamRecordDistributionStrategy, addressing streams by StreamName or
+// StreamARN. Validation and errors follow the service: the same error types,
 // HTTP statuses and, as far as known, messages.
+//
+// Service-managed record distribution: an ON_DEMAND stream created with, or
+// switched to, RecordDistributionStrategy AUTO places records itself. Its
+// puts may leave out the partition key, and any key or ExplicitHashKey sent
+// is ignored for placement; records go to the open shards in turn, in hash
+// key order, one counter per stream for every producer (distribution.go), so
+// N records spread over k shards N/k rounded down or up each. PutRecord with
+// SequenceNumberForOrdering fails with InvalidArgumentException there, and
+// GetRecords and SubscribeToShard leave PartitionKey out of records written
+// without one. A switch applies to the next record stored. AUTO on a
+// PROVISIONED stream, at creation or by the update, is an
+// InvalidArgumentException; DescribeStreamSummary reports the strategy of
+// ON_DEMAND streams only (DescribeStream's model has no such member). Streams
+// with the default, USER_PARTITION_KEY, need a key as before.
 //
 // Enhanced fan-out: RegisterStreamConsumer, DescribeStreamConsumer,
 // ListStreamConsumers (NextToken paging) and DeregisterStreamConsumer manage

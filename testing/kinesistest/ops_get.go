@@ -170,7 +170,9 @@ type recordJSON struct {
 	SequenceNumber              string
 	ApproximateArrivalTimestamp epochMillis
 	Data                        []byte
-	PartitionKey                string
+	// PartitionKey is absent for a record written to an AUTO stream without
+	// one, as the service leaves it out (the SDKs read a null key).
+	PartitionKey string `json:",omitempty"`
 }
 
 type childShardJSON struct {

@@ -56,6 +56,8 @@ type createStreamInput struct {
 	StreamModeDetails  *streamModeDetailsJSON
 	MaxRecordSizeInKiB *int32
 	Tags               map[string]string
+
+	RecordDistributionStrategy *string
 }
 
 func (s *Server) createStream(r *request) (any, error) {
@@ -82,6 +84,7 @@ func (s *Server) createStream(r *request) (any, error) {
 		v.add(strconv.Itoa(int(*in.ShardCount)), "shardCount", "have value greater than or equal to 1")
 	}
 	validateMaxRecordSize(in.MaxRecordSizeInKiB, &v)
+	checkDistribution(in.RecordDistributionStrategy, "recordDistributionStrategy", &v)
 	if err := v.err(); err != nil {
 		return nil, err
 	}
@@ -92,11 +95,19 @@ func (s *Server) createStream(r *request) (any, error) {
 		}
 		shards = int(*in.ShardCount)
 	}
+	strategy := distributionUserKey
+	if in.RecordDistributionStrategy != nil {
+		strategy = *in.RecordDistributionStrategy
+	}
+	if strategy == distributionAuto && mode != modeOnDemand {
+		return nil, errAutoNeedsOnDemand(*in.StreamName)
+	}
 	return nil, s.addStream(*in.StreamName, mode, shards, r.nowMs, func(st *stream) {
 		st.tags = in.Tags
 		if in.MaxRecordSizeInKiB != nil {
 			st.maxRecordSize = int(*in.MaxRecordSizeInKiB) << 10
 		}
+		st.strategy = strategy
 		st.markBusyLocked(statusCreating, r.nowMs, s.transitionDelay)
 	})
 }
@@ -222,6 +233,8 @@ type streamDescriptionSummaryJSON struct {
 	OpenShardCount          int
 	ConsumerCount           int
 	MaxRecordSizeInKiB      int
+	// RecordDistributionStrategy is present for ON_DEMAND streams only.
+	RecordDistributionStrategy string `json:",omitempty"`
 }
 
 type describeStreamSummaryOutput struct {
@@ -240,6 +253,10 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 	consumers := s.consumerCount(st, r.nowMs) // before st.mu: consumerMu comes first
 	st.mu.RLock()
 	defer st.mu.RUnlock()
+	strategy := ""
+	if st.mode == modeOnDemand {
+		strategy = st.strategy
+	}
 	return describeStreamSummaryOutput{StreamDescriptionSummary: streamDescriptionSummaryJSON{
 		StreamName:              st.name,
 		StreamARN:               streamARN(r.region, st.name),
@@ -252,6 +269,8 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 		OpenShardCount:          len(st.open),
 		ConsumerCount:           consumers,
 		MaxRecordSizeInKiB:      st.maxRecordSize >> 10,
+
+		RecordDistributionStrategy: strategy,
 	}}, nil
 }
 
