@@ -27,6 +27,9 @@ var controlPlaneTPS = map[string]float64{
 	"IncreaseStreamRetentionPeriod": 5,
 	"DecreaseStreamRetentionPeriod": 5,
 	"UpdateMaxRecordSize":           5,
+	"UpdateStreamWarmThroughput":    5,
+	"DescribeAccountSettings":       5,
+	"UpdateAccountSettings":         5,
 	// The service counts the consumer operations but RegisterStreamConsumer
 	// per stream; this server counts them all per account.
 	"RegisterStreamConsumer":   5,

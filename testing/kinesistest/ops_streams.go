@@ -58,6 +58,7 @@ type createStreamInput struct {
 	Tags               map[string]string
 
 	RecordDistributionStrategy *string
+	WarmThroughputMiBps        *int32
 }
 
 func (s *Server) createStream(r *request) (any, error) {
@@ -85,6 +86,7 @@ func (s *Server) createStream(r *request) (any, error) {
 	}
 	validateMaxRecordSize(in.MaxRecordSizeInKiB, &v)
 	checkDistribution(in.RecordDistributionStrategy, "recordDistributionStrategy", &v)
+	checkWarmThroughput(in.WarmThroughputMiBps, &v)
 	if err := v.err(); err != nil {
 		return nil, err
 	}
@@ -102,12 +104,20 @@ func (s *Server) createStream(r *request) (any, error) {
 	if strategy == distributionAuto && mode != modeOnDemand {
 		return nil, errAutoNeedsOnDemand(*in.StreamName)
 	}
+	if w := in.WarmThroughputMiBps; w != nil {
+		if err := s.allowWarmThroughput(*in.StreamName, mode, int(*w), r.nowMs); err != nil {
+			return nil, err
+		}
+	}
 	return nil, s.addStream(*in.StreamName, mode, shards, r.nowMs, func(st *stream) {
 		st.tags = in.Tags
 		if in.MaxRecordSizeInKiB != nil {
 			st.maxRecordSize = int(*in.MaxRecordSizeInKiB) << 10
 		}
 		st.strategy = strategy
+		if w := in.WarmThroughputMiBps; w != nil {
+			st.warm.set(int(*w), r.nowMs, s.transitionDelay.Milliseconds())
+		}
 		st.markBusyLocked(statusCreating, r.nowMs, s.transitionDelay)
 	})
 }
@@ -233,8 +243,10 @@ type streamDescriptionSummaryJSON struct {
 	OpenShardCount          int
 	ConsumerCount           int
 	MaxRecordSizeInKiB      int
-	// RecordDistributionStrategy is present for ON_DEMAND streams only.
-	RecordDistributionStrategy string `json:",omitempty"`
+	// RecordDistributionStrategy is present for ON_DEMAND streams only, and
+	// WarmThroughput for those while the account's commitment is on.
+	RecordDistributionStrategy string              `json:",omitempty"`
+	WarmThroughput             *warmThroughputJSON `json:",omitempty"`
 }
 
 type describeStreamSummaryOutput struct {
@@ -254,8 +266,12 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	strategy := ""
+	var warm *warmThroughputJSON
 	if st.mode == modeOnDemand {
 		strategy = st.strategy
+		if s.commitment.active(r.nowMs) {
+			warm = st.warm.shape(r.nowMs)
+		}
 	}
 	return describeStreamSummaryOutput{StreamDescriptionSummary: streamDescriptionSummaryJSON{
 		StreamName:              st.name,
@@ -271,6 +287,7 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 		MaxRecordSizeInKiB:      st.maxRecordSize >> 10,
 
 		RecordDistributionStrategy: strategy,
+		WarmThroughput:             warm,
 	}}, nil
 }
 

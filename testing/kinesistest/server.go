@@ -33,9 +33,11 @@ type Server struct {
 	limits  atomic.Bool
 	faults  atomic.Pointer[injector]
 	control rateLimiter
-	calls   sync.Map // operation name -> *atomic.Int64
-	protos  sync.Map // HTTP version ("HTTP/1.1", "HTTP/2.0") -> *atomic.Int64
-	media   sync.Map // request body protocol (JSON or CBOR content type) -> *atomic.Int64
+	// commitment is the account's billing commitment (account.go).
+	commitment commitment
+	calls      sync.Map // operation name -> *atomic.Int64
+	protos     sync.Map // HTTP version ("HTTP/1.1", "HTTP/2.0") -> *atomic.Int64
+	media      sync.Map // request body protocol (JSON or CBOR content type) -> *atomic.Int64
 
 	mu      sync.RWMutex
 	streams map[string]*stream
@@ -344,6 +346,9 @@ var handlers = map[string]handler{
 	"DecreaseStreamRetentionPeriod":          (*Server).decreaseRetention,
 	"UpdateMaxRecordSize":                    (*Server).updateMaxRecordSize,
 	"UpdateStreamRecordDistributionStrategy": (*Server).updateRecordDistributionStrategy,
+	"UpdateStreamWarmThroughput":             (*Server).updateStreamWarmThroughput,
+	"DescribeAccountSettings":                (*Server).describeAccountSettings,
+	"UpdateAccountSettings":                  (*Server).updateAccountSettings,
 	"ListShards":                             (*Server).listShards,
 	"PutRecord":                              (*Server).putRecord,
 	"PutRecords":                             (*Server).putRecords,

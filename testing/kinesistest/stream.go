@@ -78,6 +78,7 @@ type stream struct {
 	busyStatus    string // CREATING or UPDATING until busyUntilMs
 	busyUntilMs   int64
 	scalingsMs    []int64 // UpdateShardCount calls, for the daily quota
+	warm          warmThroughput
 
 	// consumers are the stream's enhanced fan-out consumers by name; guarded
 	// by Server.consumerMu, not mu.
@@ -105,6 +106,8 @@ func newStream(uid uint64, name, mode string, shardCount int, nowMs int64) *stre
 		st.addShardLocked("", "", start, end, nowMs)
 	}
 	st.rebuildOpenLocked()
+	st.warm = warmThroughput{target: shardCount * shardWriteBytesPerSec >> 20}
+	st.warm.previous = st.warm.target
 	return st
 }
 
