@@ -14,10 +14,10 @@
 // PutRecords (per-entry failures), GetShardIterator (all five types),
 // GetRecords (MillisBehindLatest, ChildShards at the end of a closed shard),
 // SplitShard, MergeShards, UpdateShardCount, IncreaseStreamRetentionPeriod,
-// DecreaseStreamRetentionPeriod, UpdateMaxRecordSize and
+// DecreaseStreamRetentionPeriod, UpdateMaxRecordSize,
 // UpdateStreamRecordDistributionStrategy, UpdateStreamWarmThroughput,
-// DescribeAccountSettings and UpdateAccountSettings, addressing streams by StreamName or
-// StreamARN. Validation and errors follow the service: the same error types,
+// DescribeAccountSettings and UpdateAccountSettings, addressing streams by
+// StreamName or StreamARN. Validation and errors follow the service: the same error types,
 // HTTP statuses and, as far as known, messages.
 //
 // Service-managed record distribution: an ON_DEMAND stream created with, or
@@ -88,6 +88,9 @@
 //     and paging-token expiry, retention and throughput windows follow it;
 //   - throughput limits, with WithLimits or SetLimits: per-shard write and
 //     read rates and control-plane rates, as the service enforces them;
+//   - the pause after large reads, with WithLargeReadThrottle or
+//     SetLargeReadThrottle: a GetRecords page of B bytes over 2 MiB throttles
+//     its shard's reads for B / (2 MiB/s), 5 s after 10 MiB;
 //   - faults, with WithFaults or SetFaults: throttled or failed PutRecords
 //     entries, 5xx responses, throttled GetRecords, expired iterators,
 //     dropped connections and latency, subscriptions reset mid-stream and

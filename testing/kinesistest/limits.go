@@ -11,6 +11,13 @@ const (
 	shardIteratorsPerSec    = 5
 )
 
+// largeReadPauseMs is how long a GetRecords page of bytes pauses its shard's
+// reads under the large-read throttle: the time the shard's read rate takes to
+// pay for it, rounded up to the millisecond (5000 for 10 MiB).
+func largeReadPauseMs(bytes int) int64 {
+	return (int64(bytes)*1000 + shardReadBytesPerSec - 1) / shardReadBytesPerSec
+}
+
 // controlPlaneTPS is the documented transactions per second of the control
 // plane operations, per account (ListShards: per stream). Exceeding one gives
 // LimitExceededException.
