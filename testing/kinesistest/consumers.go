@@ -27,7 +27,8 @@ const (
 // Quotas and timings of enhanced fan-out.
 const (
 	maxConsumersPerStream = 20
-	maxConsumersCreating  = 5 // per account, at any one time
+	maxConsumersAdvantage = 50 // On-demand Advantage streams (account.go)
+	maxConsumersCreating  = 5  // per account, at any one time
 	// defaultResubscribeWindow is how long after a successful SubscribeToShard
 	// the same consumer's next call for the same shard is refused.
 	defaultResubscribeWindow = 5 * time.Second
@@ -339,7 +340,7 @@ func (s *Server) addConsumer(st *stream, name string, nowMs int64, active bool) 
 	if c := s.consumerLocked(st, name, nowMs); c != nil {
 		return nil, errorf(codeResourceInUse, "Consumer %s under stream %s for account %s already exists.", name, st.name, AccountID)
 	}
-	if n := len(s.liveConsumersLocked(st, nowMs)); n >= maxConsumersPerStream {
+	if n := len(s.liveConsumersLocked(st, nowMs)); n >= s.consumerLimit(st, nowMs) {
 		return nil, errorf(codeLimitExceeded, "Stream %s under account %s already has %d consumers, the maximum.", st.name, AccountID, n)
 	}
 	activeMs := nowMs

@@ -3,6 +3,8 @@ package kinesistest
 import (
 	"fmt"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
 // Calls a test makes on the server directly, without HTTP, to set up a case or
@@ -27,6 +29,32 @@ func (s *Server) CreateStream(name string, shardCount int) error {
 	return nil
 }
 
+// CreateOnDemandStream creates an ON_DEMAND stream with shardCount shards
+// that split the hash key space evenly (the service picks an on-demand
+// stream's shards itself; over HTTP this server gives it 4) and the given
+// record distribution strategy, USER_PARTITION_KEY when empty. The stream is
+// ACTIVE at once, whatever the transition delay.
+func (s *Server) CreateOnDemandStream(name string, shardCount int, strategy types.RecordDistributionStrategy) error {
+	var v violations
+	validateStreamName(name, "streamName", &v)
+	if shardCount < 1 {
+		v.add(fmt.Sprint(shardCount), "shardCount", "have value greater than or equal to 1")
+	}
+	if strategy == "" {
+		strategy = distributionUserKey
+	}
+	d := string(strategy)
+	checkDistribution(&d, "recordDistributionStrategy", &v)
+	err := v.err()
+	if err == nil {
+		err = s.addStream(name, modeOnDemand, shardCount, s.clock.Now().UnixMilli(), func(st *stream) { st.strategy = d })
+	}
+	if err != nil {
+		return fmt.Errorf("kinesistest: creating stream %q: %w", name, err)
+	}
+	return nil
+}
+
 // StreamARN returns the ARN of stream name as the server reports it to a
 // client in region us-east-1.
 func (s *Server) StreamARN(name string) string { return streamARN(Region, name) }
@@ -35,7 +63,7 @@ func (s *Server) StreamARN(name string) string { return streamARN(Region, name) 
 type StoredRecord struct {
 	ShardID         string
 	SequenceNumber  string
-	PartitionKey    string
+	PartitionKey    string // empty when the producer sent none (AUTO streams only)
 	ExplicitHashKey string // as the producer sent it; empty when it sent none
 	Data            []byte
 	ArrivalTime     time.Time // millisecond precision, on the server clock

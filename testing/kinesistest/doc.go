@@ -14,14 +14,40 @@
 // PutRecords (per-entry failures), GetShardIterator (all five types),
 // GetRecords (MillisBehindLatest, ChildShards at the end of a closed shard),
 // SplitShard, MergeShards, UpdateShardCount, IncreaseStreamRetentionPeriod,
-// DecreaseStreamRetentionPeriod and UpdateMaxRecordSize, addressing streams by
+// DecreaseStreamRetentionPeriod, UpdateMaxRecordSize,
+// UpdateStreamRecordDistributionStrategy, UpdateStreamWarmThroughput,
+// DescribeAccountSettings and UpdateAccountSettings, addressing streams by
 // StreamName or StreamARN. Validation and errors follow the service: the same error types,
 // HTTP statuses and, as far as known, messages.
+//
+// Service-managed record distribution: an ON_DEMAND stream created with, or
+// switched to, RecordDistributionStrategy AUTO places records itself. Its
+// puts may leave out the partition key, and any key or ExplicitHashKey sent
+// is ignored for placement; records go to the open shards in turn, in hash
+// key order, one counter per stream for every producer (distribution.go), so
+// N records spread over k shards N/k rounded down or up each. PutRecord with
+// SequenceNumberForOrdering fails with InvalidArgumentException there, and
+// GetRecords and SubscribeToShard leave PartitionKey out of records written
+// without one. A switch applies to the next record stored. AUTO on a
+// PROVISIONED stream, at creation or by the update, is an
+// InvalidArgumentException; DescribeStreamSummary reports the strategy of
+// ON_DEMAND streams only (DescribeStream's model has no such member). Streams
+// with the default, USER_PARTITION_KEY, need a key as before.
+//
+// On-demand Advantage (account.go): UpdateAccountSettings turns the account's
+// MinimumThroughputBillingCommitment on for at least 24 hours of server clock
+// (disabling it earlier leaves it ENABLED_UNTIL_EARLIEST_ALLOWED_END until
+// then). While it is on, ON_DEMAND streams take UpdateStreamWarmThroughput and
+// CreateStream's WarmThroughputMiBps (up to 10 GiB/s), report WarmThroughput in
+// DescribeStreamSummary (the target at once, the current value once the
+// stream's UPDATING period of WithTransitionDelay is over; 1 MiB/s per shard
+// before any update), and take 50 registered consumers instead of 20.
 //
 // Enhanced fan-out: RegisterStreamConsumer, DescribeStreamConsumer,
 // ListStreamConsumers (NextToken paging) and DeregisterStreamConsumer manage
 // consumers (CREATING, then ACTIVE after WithConsumerActivationDelay; DELETING,
-// then gone; at most 20 per stream and 5 CREATING at once). SubscribeToShard
+// then gone; at most 20 per stream, 50 on On-demand Advantage streams, and 5
+// CREATING at once). SubscribeToShard
 // answers errors found before streaming as ordinary JSON errors, then streams
 // application/vnd.amazon.eventstream: an initial-response frame, then
 // SubscribeToShardEvent frames. The first event goes out at once, events with
@@ -62,6 +88,9 @@
 //     and paging-token expiry, retention and throughput windows follow it;
 //   - throughput limits, with WithLimits or SetLimits: per-shard write and
 //     read rates and control-plane rates, as the service enforces them;
+//   - the pause after large reads, with WithLargeReadThrottle or
+//     SetLargeReadThrottle: a GetRecords page of B bytes over 2 MiB throttles
+//     its shard's reads for B / (2 MiB/s), 5 s after 10 MiB;
 //   - faults, with WithFaults or SetFaults: throttled or failed PutRecords
 //     entries, 5xx responses, throttled GetRecords, expired iterators,
 //     dropped connections and latency, subscriptions reset mid-stream and
@@ -98,7 +127,9 @@
 //
 // Known differences from the service: status transitions and resharding take
 // effect at once (WithTransitionDelay shows CREATING/UPDATING for a while but
-// the shards change immediately); tagging and encryption are not
+// the shards change immediately); warm throughput is reported, not enforced,
+// and changes no shards; UpdateStreamMode, channels and queues are not
+// implemented; tagging and encryption are not
 // implemented; every stream belongs to account 123456789012 and one namespace
 // whatever the region; signatures are checked only with WithCredentials, and
 // there is no IAM (any valid key may call any operation, and STS assumes any

@@ -11,6 +11,13 @@ const (
 	shardIteratorsPerSec    = 5
 )
 
+// largeReadPauseMs is how long a GetRecords page of bytes pauses its shard's
+// reads under the large-read throttle: the time the shard's read rate takes to
+// pay for it, rounded up to the millisecond (5000 for 10 MiB).
+func largeReadPauseMs(bytes int) int64 {
+	return (int64(bytes)*1000 + shardReadBytesPerSec - 1) / shardReadBytesPerSec
+}
+
 // controlPlaneTPS is the documented transactions per second of the control
 // plane operations, per account (ListShards: per stream). Exceeding one gives
 // LimitExceededException.
@@ -27,6 +34,9 @@ var controlPlaneTPS = map[string]float64{
 	"IncreaseStreamRetentionPeriod": 5,
 	"DecreaseStreamRetentionPeriod": 5,
 	"UpdateMaxRecordSize":           5,
+	"UpdateStreamWarmThroughput":    5,
+	"DescribeAccountSettings":       5,
+	"UpdateAccountSettings":         5,
 	// The service counts the consumer operations but RegisterStreamConsumer
 	// per stream; this server counts them all per account.
 	"RegisterStreamConsumer":   5,

@@ -170,7 +170,9 @@ type recordJSON struct {
 	SequenceNumber              string
 	ApproximateArrivalTimestamp epochMillis
 	Data                        []byte
-	PartitionKey                string
+	// PartitionKey is absent for a record written to an AUTO stream without
+	// one, as the service leaves it out (the SDKs read a null key).
+	PartitionKey string `json:",omitempty"`
 }
 
 type childShardJSON struct {
@@ -262,6 +264,9 @@ func (s *Server) getRecords(r *request) (any, error) {
 func (s *Server) readShardLocked(r *request, st *stream, sh *shard, it shardIterator, limit int) (any, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if r.largeReads && r.nowMs < sh.readPausedUntilMs {
+		return nil, errorf(codeThroughput, "%s", errShardThroughput(sh, st))
+	}
 	if r.limits && !(sh.buckets.readCalls.take(r.nowMs, 1) && sh.buckets.readBytes.positive(r.nowMs)) {
 		return nil, errorf(codeThroughput, "%s", errShardThroughput(sh, st))
 	}
@@ -297,6 +302,9 @@ func (s *Server) readShardLocked(r *request, st *stream, sh *shard, it shardIter
 	}
 	if r.limits {
 		sh.buckets.readBytes.charge(float64(bytes))
+	}
+	if r.largeReads && bytes > shardReadBytesPerSec {
+		sh.readPausedUntilMs = r.nowMs + largeReadPauseMs(bytes)
 	}
 
 	next := it

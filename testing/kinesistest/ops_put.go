@@ -31,37 +31,96 @@ type entryInput struct {
 	ExplicitHashKey *string
 }
 
-// checkEntry adds e's model violations to v; prefix is the member path of the
+// key is the entry's partition key, "" when it has none (which only a stream
+// with the AUTO strategy accepts; a key has at least one character).
+func (e *entryInput) key() string {
+	if e.PartitionKey == nil {
+		return ""
+	}
+	return *e.PartitionKey
+}
+
+// size is what the entry counts against size limits: data plus partition key.
+func (e *entryInput) size() int { return len(e.Data) + len(e.key()) }
+
+// putChecks collects a put request's model violations twice over: strict as
+// for a stream with the USER_PARTITION_KEY strategy, where every entry needs a
+// partition key, and keyless as for an AUTO stream, where the key is optional.
+// The two differ only by the missing keys.
+type putChecks struct {
+	strict, keyless violations
+	missingKeys     int
+}
+
+func (c *putChecks) add(value, member, constraint string) {
+	c.strict.add(value, member, constraint)
+	c.keyless.add(value, member, constraint)
+}
+
+func (c *putChecks) addNull(member string) {
+	c.strict.addNull(member)
+	c.keyless.addNull(member)
+}
+
+func (c *putChecks) addMissingKey(member string) {
+	c.strict.addNull(member)
+	c.missingKeys++
+}
+
+// checkEntry adds e's model violations to c; prefix is the member path of the
 // entry ("records.3.member." in PutRecords, "" in PutRecord).
-func checkEntry(e *entryInput, prefix string, v *violations) {
+func checkEntry(e *entryInput, prefix string, c *putChecks) {
 	switch {
 	case e.PartitionKey == nil:
-		v.addNull(prefix + "partitionKey")
+		c.addMissingKey(prefix + "partitionKey")
 	case *e.PartitionKey == "":
-		v.add("", prefix+"partitionKey", "have length greater than or equal to 1")
+		c.add("", prefix+"partitionKey", "have length greater than or equal to 1")
 	case utf8.RuneCountInString(*e.PartitionKey) > 256:
-		v.add(*e.PartitionKey, prefix+"partitionKey", "have length less than or equal to 256")
+		c.add(*e.PartitionKey, prefix+"partitionKey", "have length less than or equal to 256")
 	}
 	switch {
 	case e.Data == nil:
-		v.addNull(prefix + "data")
+		c.addNull(prefix + "data")
 	case len(e.Data) > maxDataBytes:
-		v.add(fmt.Sprintf("java.nio.HeapByteBuffer[pos=0 lim=%d cap=%d]", len(e.Data), len(e.Data)),
+		c.add(fmt.Sprintf("java.nio.HeapByteBuffer[pos=0 lim=%d cap=%d]", len(e.Data), len(e.Data)),
 			prefix+"data", fmt.Sprintf("have length less than or equal to %d", maxDataBytes))
 	}
 	if e.ExplicitHashKey != nil && !hashKeyPattern.MatchString(*e.ExplicitHashKey) {
-		v.add(*e.ExplicitHashKey, prefix+"explicitHashKey", `satisfy regular expression pattern: 0|([1-9]\d{0,38})`)
+		c.add(*e.ExplicitHashKey, prefix+"explicitHashKey", `satisfy regular expression pattern: 0|([1-9]\d{0,38})`)
 	}
 }
 
-// routeKey returns the hash key that places e, checking what the model's
-// pattern cannot: the explicit hash key's range and the stream's record size.
-func routeKey(st *stream, e *entryInput) (uint128, error) {
-	if size := len(e.Data) + len(*e.PartitionKey); size > st.maxRecordSize {
-		return uint128{}, errorf(codeInvalidArgument,
+// checkPut answers a put request's model violations. Only an AUTO stream
+// takes entries without a partition key, so when some lack one the stream's
+// strategy decides which violations count; for any other stream, or an
+// unknown one, the answer is the strict one, as before service-managed
+// distribution existed. The caller checks the strategy again under the
+// stream's lock, since it may change in between.
+func (s *Server) checkPut(ref streamRef, c *putChecks) error {
+	if c.missingKeys == 0 {
+		return c.strict.err()
+	}
+	if st, err := s.stream(ref); err == nil && st.autoDistribution() {
+		return c.keyless.err()
+	}
+	return c.strict.err()
+}
+
+// checkSizeLocked checks what the model cannot: the stream's record size.
+// Caller holds the stream's read lock.
+func (st *stream) checkSizeLocked(e *entryInput) error {
+	if size := e.size(); size > st.maxRecordSize {
+		return errorf(codeInvalidArgument,
 			"Record size %d bytes (data plus partition key) exceeds the maximum record size of %d bytes for stream %s under account %s.",
 			size, st.maxRecordSize, st.name, AccountID)
 	}
+	return nil
+}
+
+// routeKey returns the hash key that places e on a stream with the
+// USER_PARTITION_KEY strategy, checking what the model's pattern cannot: the
+// explicit hash key's range.
+func routeKey(e *entryInput) (uint128, error) {
 	if e.ExplicitHashKey == nil {
 		return partitionHashKey(*e.PartitionKey), nil
 	}
@@ -73,14 +132,57 @@ func routeKey(st *stream, e *entryInput) (uint128, error) {
 	return key, nil
 }
 
-// storeLocked stores one record in the shard its key routes to. It returns
-// the shard and sequence number, or an error code (throttling or an injected
-// failure) for the entry. Caller holds the stream's read lock.
-func (st *stream) storeLocked(r *request, key uint128, e *entryInput) (sh *shard, seq, errCode string) {
-	sh = st.route(key)
+// placement is where the records of one put request go: by their hash keys,
+// or, on an AUTO stream, wherever the stream deals them.
+type placement struct {
+	auto bool
+	keys []uint128 // by entry, unless auto
+}
+
+// placeLocked checks a put request's entries against the stream and works
+// out their placement. Entries without a partition key fail here when the
+// stream's strategy is (or has just become) USER_PARTITION_KEY. Caller holds
+// the stream's read lock.
+func (st *stream) placeLocked(entries []entryInput, c *putChecks) (placement, error) {
+	p := placement{auto: st.strategy == distributionAuto}
+	if c.missingKeys > 0 && !p.auto {
+		return p, c.strict.err()
+	}
+	if !p.auto {
+		p.keys = make([]uint128, len(entries))
+	}
+	for i := range entries {
+		e := &entries[i]
+		if err := st.checkSizeLocked(e); err != nil {
+			return p, err
+		}
+		if p.auto {
+			continue // keys and explicit hash keys are ignored
+		}
+		var err error
+		if p.keys[i], err = routeKey(e); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// shardLocked is the shard entry i goes to. Caller holds the stream's read
+// lock.
+func (p *placement) shardLocked(st *stream, i int) *shard {
+	if p.auto {
+		return st.autoShardLocked()
+	}
+	return st.route(p.keys[i])
+}
+
+// storeLocked stores one record in shard sh. It returns the sequence number,
+// or an error code (throttling or an injected failure) for the entry. Caller
+// holds the stream's read lock.
+func (st *stream) storeLocked(r *request, sh *shard, e *entryInput) (seq, errCode string) {
 	if r.faults != nil {
 		if code := r.faults.putEntryFault(st.name); code != "" {
-			return sh, "", code
+			return "", code
 		}
 	}
 	ehk := ""
@@ -90,21 +192,21 @@ func (st *stream) storeLocked(r *request, key uint128, e *entryInput) (sh *shard
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.trimLocked(st.cutoffMsLocked(r.nowMs))
-	if r.limits && !sh.buckets.takeWrite(r.nowMs, len(e.Data)+len(*e.PartitionKey)) {
-		return sh, "", codeThroughput
+	if r.limits && !sh.buckets.takeWrite(r.nowMs, e.size()) {
+		return "", codeThroughput
 	}
 	counter := st.counter.Add(1)
 	seq = formatSeq(counter, sh.num)
 	sh.records = append(sh.records, record{
 		counter:   counter,
 		seq:       seq,
-		pk:        *e.PartitionKey,
+		pk:        e.key(),
 		ehk:       ehk,
 		data:      e.Data,
 		arrivalMs: r.nowMs,
 	})
 	sh.wakeLocked()
-	return sh, seq, ""
+	return seq, ""
 }
 
 func errShardThroughput(sh *shard, st *stream) string {
@@ -136,12 +238,12 @@ func (s *Server) putRecord(r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	var v violations
-	checkEntry(&in.entryInput, "", &v)
+	var c putChecks
+	checkEntry(&in.entryInput, "", &c)
 	if o := in.SequenceNumberForOrdering; o != nil && !seqNumberPattern.MatchString(*o) {
-		v.add(*o, "sequenceNumberForOrdering", `satisfy regular expression pattern: 0|([1-9]\d{0,128})`)
+		c.add(*o, "sequenceNumberForOrdering", `satisfy regular expression pattern: 0|([1-9]\d{0,128})`)
 	}
-	if err := v.err(); err != nil {
+	if err := s.checkPut(in.streamRef, &c); err != nil {
 		return nil, err
 	}
 	st, err := s.stream(in.streamRef)
@@ -153,16 +255,22 @@ func (s *Server) putRecord(r *request) (any, error) {
 	if err := st.requireReadableLocked(r.nowMs); err != nil {
 		return nil, err
 	}
-	key, err := routeKey(st, &in.entryInput)
+	entries := []entryInput{in.entryInput}
+	p, err := st.placeLocked(entries, &c)
 	if err != nil {
 		return nil, err
+	}
+	if p.auto && in.SequenceNumberForOrdering != nil {
+		return nil, errorf(codeInvalidArgument,
+			"SequenceNumberForOrdering is not supported for stream %s under account %s because its record distribution strategy is AUTO.", st.name, AccountID)
 	}
 	if in.DryRun != nil && *in.DryRun {
 		return nil, errorf(codeDryRun, msgDryRun)
 	}
 	// Every record gets a larger sequence number than the ones before it, so
 	// SequenceNumberForOrdering holds without further work.
-	sh, seq, code := st.storeLocked(r, key, &in.entryInput)
+	sh := p.shardLocked(st, 0)
+	seq, code := st.storeLocked(r, sh, &entries[0])
 	switch code {
 	case "":
 		return putRecordOutput{ShardId: sh.id, SequenceNumber: seq}, nil
@@ -196,20 +304,20 @@ func (s *Server) putRecords(r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	var v violations
+	var c putChecks
 	switch n := len(in.Records); {
 	case in.Records == nil:
-		v.addNull("records")
+		c.addNull("records")
 	case n < 1:
-		v.add("[]", "records", "have length greater than or equal to 1")
+		c.add("[]", "records", "have length greater than or equal to 1")
 	case n > maxPutRecordsEntries:
-		v.add(fmt.Sprintf("[%d records]", n), "records", "have length less than or equal to "+strconv.Itoa(maxPutRecordsEntries))
+		c.add(fmt.Sprintf("[%d records]", n), "records", "have length less than or equal to "+strconv.Itoa(maxPutRecordsEntries))
 	default:
 		for i := range in.Records {
-			checkEntry(&in.Records[i], "records."+strconv.Itoa(i+1)+".member.", &v)
+			checkEntry(&in.Records[i], "records."+strconv.Itoa(i+1)+".member.", &c)
 		}
 	}
-	if err := v.err(); err != nil {
+	if err := s.checkPut(in.streamRef, &c); err != nil {
 		return nil, err
 	}
 	st, err := s.stream(in.streamRef)
@@ -221,14 +329,13 @@ func (s *Server) putRecords(r *request) (any, error) {
 	if err := st.requireReadableLocked(r.nowMs); err != nil {
 		return nil, err
 	}
-	keys := make([]uint128, len(in.Records))
+	p, err := st.placeLocked(in.Records, &c)
+	if err != nil {
+		return nil, err
+	}
 	total := 0
 	for i := range in.Records {
-		e := &in.Records[i]
-		if keys[i], err = routeKey(st, e); err != nil {
-			return nil, err
-		}
-		total += len(e.Data) + len(*e.PartitionKey)
+		total += in.Records[i].size()
 	}
 	if total > maxPutRecordsBytes {
 		return nil, errorf(codeInvalidArgument, "Records size exceeds %d bytes (10 MiB) limit: %d bytes including partition keys.", maxPutRecordsBytes, total)
@@ -239,7 +346,8 @@ func (s *Server) putRecords(r *request) (any, error) {
 
 	out := putRecordsOutput{Records: make([]putRecordsResultEntry, len(in.Records))}
 	for i := range in.Records {
-		sh, seq, code := st.storeLocked(r, keys[i], &in.Records[i])
+		sh := p.shardLocked(st, i)
+		seq, code := st.storeLocked(r, sh, &in.Records[i])
 		res := &out.Records[i]
 		switch code {
 		case "":

@@ -56,6 +56,9 @@ type createStreamInput struct {
 	StreamModeDetails  *streamModeDetailsJSON
 	MaxRecordSizeInKiB *int32
 	Tags               map[string]string
+
+	RecordDistributionStrategy *string
+	WarmThroughputMiBps        *int32
 }
 
 func (s *Server) createStream(r *request) (any, error) {
@@ -82,6 +85,8 @@ func (s *Server) createStream(r *request) (any, error) {
 		v.add(strconv.Itoa(int(*in.ShardCount)), "shardCount", "have value greater than or equal to 1")
 	}
 	validateMaxRecordSize(in.MaxRecordSizeInKiB, &v)
+	checkDistribution(in.RecordDistributionStrategy, "recordDistributionStrategy", &v)
+	checkWarmThroughput(in.WarmThroughputMiBps, &v)
 	if err := v.err(); err != nil {
 		return nil, err
 	}
@@ -92,10 +97,26 @@ func (s *Server) createStream(r *request) (any, error) {
 		}
 		shards = int(*in.ShardCount)
 	}
+	strategy := distributionUserKey
+	if in.RecordDistributionStrategy != nil {
+		strategy = *in.RecordDistributionStrategy
+	}
+	if strategy == distributionAuto && mode != modeOnDemand {
+		return nil, errAutoNeedsOnDemand(*in.StreamName)
+	}
+	if w := in.WarmThroughputMiBps; w != nil {
+		if err := s.allowWarmThroughput(*in.StreamName, mode, int(*w), r.nowMs); err != nil {
+			return nil, err
+		}
+	}
 	return nil, s.addStream(*in.StreamName, mode, shards, r.nowMs, func(st *stream) {
 		st.tags = in.Tags
 		if in.MaxRecordSizeInKiB != nil {
 			st.maxRecordSize = int(*in.MaxRecordSizeInKiB) << 10
+		}
+		st.strategy = strategy
+		if w := in.WarmThroughputMiBps; w != nil {
+			st.warm.set(int(*w), r.nowMs, s.transitionDelay.Milliseconds())
 		}
 		st.markBusyLocked(statusCreating, r.nowMs, s.transitionDelay)
 	})
@@ -222,6 +243,10 @@ type streamDescriptionSummaryJSON struct {
 	OpenShardCount          int
 	ConsumerCount           int
 	MaxRecordSizeInKiB      int
+	// RecordDistributionStrategy is present for ON_DEMAND streams only, and
+	// WarmThroughput for those while the account's commitment is on.
+	RecordDistributionStrategy string              `json:",omitempty"`
+	WarmThroughput             *warmThroughputJSON `json:",omitempty"`
 }
 
 type describeStreamSummaryOutput struct {
@@ -240,6 +265,14 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 	consumers := s.consumerCount(st, r.nowMs) // before st.mu: consumerMu comes first
 	st.mu.RLock()
 	defer st.mu.RUnlock()
+	strategy := ""
+	var warm *warmThroughputJSON
+	if st.mode == modeOnDemand {
+		strategy = st.strategy
+		if s.commitment.active(r.nowMs) {
+			warm = st.warm.shape(r.nowMs)
+		}
+	}
 	return describeStreamSummaryOutput{StreamDescriptionSummary: streamDescriptionSummaryJSON{
 		StreamName:              st.name,
 		StreamARN:               streamARN(r.region, st.name),
@@ -252,6 +285,9 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 		OpenShardCount:          len(st.open),
 		ConsumerCount:           consumers,
 		MaxRecordSizeInKiB:      st.maxRecordSize >> 10,
+
+		RecordDistributionStrategy: strategy,
+		WarmThroughput:             warm,
 	}}, nil
 }
 

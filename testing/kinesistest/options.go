@@ -14,6 +14,7 @@ type config struct {
 	addr            string
 	clock           Clock
 	limits          bool
+	largeReads      bool
 	faults          Faults
 	iteratorTTL     time.Duration
 	logger          *log.Logger
@@ -101,6 +102,15 @@ func WithClock(c Clock) Option {
 // limits and control-plane rates from the start (see SetLimits).
 func WithLimits() Option {
 	return func(c *config) { c.limits = true }
+}
+
+// WithLargeReadThrottle makes GetRecords throttle a shard's reads after a
+// large page, as the service documents ("If a call returns [10 MiB],
+// subsequent calls made within the next 5 seconds throw
+// ProvisionedThroughputExceededException"), from the start (see
+// SetLargeReadThrottle for the rule). It is independent of WithLimits.
+func WithLargeReadThrottle() Option {
+	return func(c *config) { c.largeReads = true }
 }
 
 // WithFaults makes the server inject f's faults from the start (see SetFaults).

@@ -28,14 +28,18 @@ type Server struct {
 	logger          *log.Logger
 	key             []byte // seals iterators and paging tokens
 
-	keys    *keyring // nil: signatures are not checked
-	roles   roleLog  // AssumeRole calls answered
-	limits  atomic.Bool
-	faults  atomic.Pointer[injector]
-	control rateLimiter
-	calls   sync.Map // operation name -> *atomic.Int64
-	protos  sync.Map // HTTP version ("HTTP/1.1", "HTTP/2.0") -> *atomic.Int64
-	media   sync.Map // request body protocol (JSON or CBOR content type) -> *atomic.Int64
+	keys   *keyring // nil: signatures are not checked
+	roles  roleLog  // AssumeRole calls answered
+	limits atomic.Bool
+	// largeReads turns on the pause after large GetRecords pages (SetLargeReadThrottle).
+	largeReads atomic.Bool
+	faults     atomic.Pointer[injector]
+	control    rateLimiter
+	// commitment is the account's billing commitment (account.go).
+	commitment commitment
+	calls      sync.Map // operation name -> *atomic.Int64
+	protos     sync.Map // HTTP version ("HTTP/1.1", "HTTP/2.0") -> *atomic.Int64
+	media      sync.Map // request body protocol (JSON or CBOR content type) -> *atomic.Int64
 
 	mu      sync.RWMutex
 	streams map[string]*stream
@@ -108,6 +112,7 @@ func Start(opts ...Option) (*Server, error) {
 		url:             "http://" + hostPort(ln.Addr()),
 	}
 	s.limits.Store(cfg.limits)
+	s.largeReads.Store(cfg.largeReads)
 	s.faults.Store(newInjector(cfg.faults))
 	if cfg.tls {
 		t, err := s.startTLS(cfg.tlsAddr, cfg.certFile)
@@ -245,6 +250,19 @@ func (s *Server) SetFaults(f Faults) {
 // UpdateShardCount quotas.
 func (s *Server) SetLimits(on bool) { s.limits.Store(on) }
 
+// SetLargeReadThrottle turns the throttle after large GetRecords pages on or
+// off. The rule: a page of B bytes (data plus partition keys) larger than one
+// second of a shard's read rate, 2 MiB, pauses that shard's reads for as long
+// as the rate takes to pay for it, B / (2 MiB/s) on the server clock: every
+// GetRecords call on the shard within that time, from any reader, fails with
+// ProvisionedThroughputExceededException. So 5 s after a 10 MiB page, 1.5 s
+// after 3 MiB; smaller pages pause nothing. SubscribeToShard is not affected
+// (enhanced fan-out has its own 2 MiB/s per consumer). In limits mode a call
+// must also pass the per-shard read limits, whose 2 MiB/s allowance holds one
+// second and lets a large page run into debt (4 s after 10 MiB read from a
+// full allowance).
+func (s *Server) SetLargeReadThrottle(on bool) { s.largeReads.Store(on) }
+
 // CallCount returns how many requests for op ("PutRecords", "GetRecords", ...)
 // the server has received, including those that failed.
 func (s *Server) CallCount(op string) int {
@@ -311,6 +329,8 @@ type request struct {
 	nowMs  int64     // the server clock when the request was dispatched
 	faults *injector // nil when no fault applies to this call
 	limits bool
+	// largeReads applies the pause after large GetRecords pages.
+	largeReads bool
 }
 
 // decode reads the request's input into v.
@@ -330,27 +350,31 @@ type streamer interface {
 
 // handlers is the operation table.
 var handlers = map[string]handler{
-	"RegisterStreamConsumer":        (*Server).registerStreamConsumer,
-	"DescribeStreamConsumer":        (*Server).describeStreamConsumer,
-	"ListStreamConsumers":           (*Server).listStreamConsumers,
-	"DeregisterStreamConsumer":      (*Server).deregisterStreamConsumer,
-	"SubscribeToShard":              (*Server).subscribeToShard,
-	"CreateStream":                  (*Server).createStream,
-	"DeleteStream":                  (*Server).deleteStream,
-	"DescribeStream":                (*Server).describeStream,
-	"DescribeStreamSummary":         (*Server).describeStreamSummary,
-	"ListStreams":                   (*Server).listStreams,
-	"IncreaseStreamRetentionPeriod": (*Server).increaseRetention,
-	"DecreaseStreamRetentionPeriod": (*Server).decreaseRetention,
-	"UpdateMaxRecordSize":           (*Server).updateMaxRecordSize,
-	"ListShards":                    (*Server).listShards,
-	"PutRecord":                     (*Server).putRecord,
-	"PutRecords":                    (*Server).putRecords,
-	"GetShardIterator":              (*Server).getShardIterator,
-	"GetRecords":                    (*Server).getRecords,
-	"SplitShard":                    (*Server).splitShard,
-	"MergeShards":                   (*Server).mergeShards,
-	"UpdateShardCount":              (*Server).updateShardCount,
+	"RegisterStreamConsumer":                 (*Server).registerStreamConsumer,
+	"DescribeStreamConsumer":                 (*Server).describeStreamConsumer,
+	"ListStreamConsumers":                    (*Server).listStreamConsumers,
+	"DeregisterStreamConsumer":               (*Server).deregisterStreamConsumer,
+	"SubscribeToShard":                       (*Server).subscribeToShard,
+	"CreateStream":                           (*Server).createStream,
+	"DeleteStream":                           (*Server).deleteStream,
+	"DescribeStream":                         (*Server).describeStream,
+	"DescribeStreamSummary":                  (*Server).describeStreamSummary,
+	"ListStreams":                            (*Server).listStreams,
+	"IncreaseStreamRetentionPeriod":          (*Server).increaseRetention,
+	"DecreaseStreamRetentionPeriod":          (*Server).decreaseRetention,
+	"UpdateMaxRecordSize":                    (*Server).updateMaxRecordSize,
+	"UpdateStreamRecordDistributionStrategy": (*Server).updateRecordDistributionStrategy,
+	"UpdateStreamWarmThroughput":             (*Server).updateStreamWarmThroughput,
+	"DescribeAccountSettings":                (*Server).describeAccountSettings,
+	"UpdateAccountSettings":                  (*Server).updateAccountSettings,
+	"ListShards":                             (*Server).listShards,
+	"PutRecord":                              (*Server).putRecord,
+	"PutRecords":                             (*Server).putRecords,
+	"GetShardIterator":                       (*Server).getShardIterator,
+	"GetRecords":                             (*Server).getRecords,
+	"SplitShard":                             (*Server).splitShard,
+	"MergeShards":                            (*Server).mergeShards,
+	"UpdateShardCount":                       (*Server).updateShardCount,
 }
 
 // ServeHTTP answers one JSON 1.1 or CBOR request: POST / with X-Amz-Target
@@ -462,12 +486,13 @@ func (s *Server) dispatch(r *http.Request, op, target string, body []byte, c cod
 		return nil, errorf(codeUnknownOperation, "Operation %q is not supported by this server.", target)
 	}
 	req := &request{
-		body:   body,
-		codec:  c,
-		region: regionFromAuthorization(r.Header.Get("Authorization")),
-		nowMs:  s.clock.Now().UnixMilli(),
-		faults: in,
-		limits: s.limits.Load(),
+		body:       body,
+		codec:      c,
+		region:     regionFromAuthorization(r.Header.Get("Authorization")),
+		nowMs:      s.clock.Now().UnixMilli(),
+		faults:     in,
+		limits:     s.limits.Load(),
+		largeReads: s.largeReads.Load(),
 	}
 	if req.region == "" {
 		req.region = Region

@@ -46,6 +46,9 @@ type shard struct {
 	mu      sync.Mutex
 	records []record // oldest first; trimmed from the front by retention
 	buckets shardBuckets
+	// readPausedUntilMs ends the pause after a large GetRecords page
+	// (Server.SetLargeReadThrottle), on the server clock.
+	readPausedUntilMs int64
 	// arrived is closed when a record is stored or the shard closes, to wake
 	// SubscribeToShard streams waiting for data; nil while nobody waits.
 	arrived chan struct{}

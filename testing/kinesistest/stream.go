@@ -37,6 +37,11 @@ const (
 	statusUpdating  = "UPDATING"
 	modeProvisioned = "PROVISIONED"
 	modeOnDemand    = "ON_DEMAND"
+
+	// Record distribution strategies: by the producer's partition key (the
+	// default), or by the service, which ignores keys (on-demand streams only).
+	distributionUserKey = "USER_PARTITION_KEY"
+	distributionAuto    = "AUTO"
 )
 
 var (
@@ -60,6 +65,8 @@ type stream struct {
 	// counter feeds sequence numbers. It is taken under the shard's lock when
 	// a record is stored, so the numbers grow in storage order in each shard.
 	counter atomic.Uint64
+	// autoNext counts the records placed by the AUTO strategy (distribution.go).
+	autoNext atomic.Uint64
 
 	mu            sync.RWMutex
 	shards        []*shard // every shard ever created, by number
@@ -67,9 +74,11 @@ type stream struct {
 	open          []*shard // open shards by hash range, for routing
 	retention     time.Duration
 	maxRecordSize int
+	strategy      string // distributionUserKey or distributionAuto
 	busyStatus    string // CREATING or UPDATING until busyUntilMs
 	busyUntilMs   int64
 	scalingsMs    []int64 // UpdateShardCount calls, for the daily quota
+	warm          warmThroughput
 
 	// consumers are the stream's enhanced fan-out consumers by name; guarded
 	// by Server.consumerMu, not mu.
@@ -86,6 +95,7 @@ func newStream(uid uint64, name, mode string, shardCount int, nowMs int64) *stre
 		byID:          make(map[string]*shard, shardCount),
 		retention:     defaultRetention,
 		maxRecordSize: defaultMaxRecordSize,
+		strategy:      distributionUserKey,
 	}
 	starts := evenSplit(shardCount)
 	for i, start := range starts {
@@ -96,6 +106,8 @@ func newStream(uid uint64, name, mode string, shardCount int, nowMs int64) *stre
 		st.addShardLocked("", "", start, end, nowMs)
 	}
 	st.rebuildOpenLocked()
+	st.warm = warmThroughput{target: shardCount * shardWriteBytesPerSec >> 20}
+	st.warm.previous = st.warm.target
 	return st
 }
 

@@ -3,12 +3,20 @@
 //
 // Usage:
 //
-//	kinesis-server [--addr 127.0.0.1:4567] [--streams orders:4,events:1] [--limits]
+//	kinesis-server [--addr 127.0.0.1:4567] [--streams orders:4,events:1,clicks:4:auto]
+//	               [--limits] [--large-read-throttle]
 //	               [--iterator-ttl 5m] [--consumer-activation-delay 0s]
 //	               [--subscription-lifetime 5m] [--subscription-heartbeat 1s]
 //	               [--tls-addr 127.0.0.1:4568] [--cert-file cert.pem]
 //	               [--credentials id:secret,...] [--log] [--admin-addr 127.0.0.1:4569]
 //	               [--outage none|refuse|unavailable] [fault flags]
+//
+// --streams creates streams at start as name[:shards[:mode]]: one shard unless
+// given; mode provisioned (the default), on-demand (ON_DEMAND, partition keys
+// place records) or auto (ON_DEMAND with RecordDistributionStrategy AUTO: the
+// server places records, keys are optional). --large-read-throttle pauses a
+// shard's GetRecords for B / (2 MiB/s) after a page of B > 2 MiB, 5 s after
+// 10 MiB, as the service does (kinesistest.Server.SetLargeReadThrottle).
 //
 // --admin-addr adds a plain-HTTP admin endpoint on its own port (see admin.go): a
 // stream's records, the faults, an outage of the Kinesis port, the server's memory.
@@ -68,6 +76,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
@@ -89,8 +99,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var (
 		addr        = fs.String("addr", "127.0.0.1:4567", "listen address, host:port")
-		streams     = fs.String("streams", "", "streams to create at start, as name:shards,... (e.g. orders:4,events:1)")
+		streams     = fs.String("streams", "", "streams to create at start, as name[:shards[:mode]],... with mode provisioned (default), on-demand or auto (e.g. orders:4,events:1,clicks:4:auto)")
 		limits      = fs.Bool("limits", false, "enforce the service's per-shard and control-plane limits")
+		largeReads  = fs.Bool("large-read-throttle", false, "throttle a shard's GetRecords for B / (2 MiB/s) after a page of B > 2 MiB (5 s after 10 MiB)")
 		iteratorTTL = fs.Duration("iterator-ttl", 5*time.Minute, "how long shard iterators stay valid")
 		verbose     = fs.Bool("log", false, "log streams created and failed requests to stderr")
 		activation  = fs.Duration("consumer-activation-delay", 0, "how long registered consumers stay CREATING (and deregistered ones DELETING)")
@@ -149,6 +160,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *limits {
 		opts = append(opts, kinesistest.WithLimits())
 	}
+	if *largeReads {
+		opts = append(opts, kinesistest.WithLargeReadThrottle())
+	}
 	if *tlsAddr != "" {
 		opts = append(opts, kinesistest.WithTLS(*tlsAddr))
 	}
@@ -169,7 +183,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, sp := range specs {
-		if err := srv.CreateStream(sp.name, sp.shards); err != nil {
+		if err := sp.create(srv); err != nil {
 			return errors.Join(err, srv.Close())
 		}
 	}
@@ -199,12 +213,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return srv.Shutdown(shutdown)
 }
 
+// Stream modes of --streams.
+const (
+	modeProvisioned = "provisioned"
+	modeOnDemand    = "on-demand"
+	modeAuto        = "auto" // on-demand with RecordDistributionStrategy AUTO
+)
+
 type streamSpec struct {
 	name   string
 	shards int
+	mode   string
 }
 
-// parseStreams reads "name:shards,..."; a name without ":shards" gets one shard.
+// create creates the stream in srv.
+func (sp streamSpec) create(srv *kinesistest.Server) error {
+	switch sp.mode {
+	case modeOnDemand:
+		return srv.CreateOnDemandStream(sp.name, sp.shards, types.RecordDistributionStrategyUserPartitionKey)
+	case modeAuto:
+		return srv.CreateOnDemandStream(sp.name, sp.shards, types.RecordDistributionStrategyAuto)
+	}
+	return srv.CreateStream(sp.name, sp.shards)
+}
+
+// parseStreams reads "name[:shards[:mode]],..."; a name without ":shards" gets
+// one shard, and one without ":mode" is provisioned.
 func parseStreams(s string) ([]streamSpec, error) {
 	var specs []streamSpec
 	for _, part := range strings.Split(s, ",") {
@@ -212,16 +246,26 @@ func parseStreams(s string) ([]streamSpec, error) {
 		if part == "" {
 			continue
 		}
-		name, count, found := strings.Cut(part, ":")
-		shards := 1
-		if found {
-			n, err := strconv.Atoi(count)
+		fields := strings.Split(part, ":")
+		sp := streamSpec{name: fields[0], shards: 1, mode: modeProvisioned}
+		if len(fields) > 3 {
+			return nil, fmt.Errorf("--streams: %q: want name[:shards[:mode]]", part)
+		}
+		if len(fields) > 1 {
+			n, err := strconv.Atoi(fields[1])
 			if err != nil || n < 1 {
 				return nil, fmt.Errorf("--streams: %q: shard count must be a positive integer", part)
 			}
-			shards = n
+			sp.shards = n
 		}
-		specs = append(specs, streamSpec{name: name, shards: shards})
+		if len(fields) > 2 {
+			switch sp.mode = fields[2]; sp.mode {
+			case modeProvisioned, modeOnDemand, modeAuto:
+			default:
+				return nil, fmt.Errorf("--streams: %q: mode must be %s, %s or %s", part, modeProvisioned, modeOnDemand, modeAuto)
+			}
+		}
+		specs = append(specs, sp)
 	}
 	return specs, nil
 }

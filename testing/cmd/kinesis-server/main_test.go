@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +109,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--streams", "demo:zero"},
 		{"--streams", "demo:0"},
+		{"--streams", "demo:1:fast"},
+		{"--streams", "demo:1:auto:x"},
 		{"--server-error-rate", "2"},
 		{"--iterator-ttl", "0s"},
 		{"--consumer-activation-delay", "-1s"},
@@ -127,12 +131,16 @@ func TestRunRejectsBadFlags(t *testing.T) {
 }
 
 func TestParseStreams(t *testing.T) {
-	got, err := parseStreams(" a:3, b ,,c:1")
+	got, err := parseStreams(" a:3, b ,,c:1,d:2:on-demand,e:4:auto,f:1:provisioned")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[0] != (streamSpec{"a", 3}) || got[1] != (streamSpec{"b", 1}) || got[2] != (streamSpec{"c", 1}) {
-		t.Errorf("parseStreams = %+v", got)
+	want := []streamSpec{
+		{name: "a", shards: 3, mode: "provisioned"}, {name: "b", shards: 1, mode: "provisioned"}, {name: "c", shards: 1, mode: "provisioned"},
+		{name: "d", shards: 2, mode: "on-demand"}, {name: "e", shards: 4, mode: "auto"}, {name: "f", shards: 1, mode: "provisioned"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("parseStreams = %+v, want %+v", got, want)
 	}
 }
 
@@ -193,5 +201,85 @@ func TestRunServesTLSWithSignatureChecks(t *testing.T) {
 	}
 	if _, err := os.Stat(certFile); err != nil {
 		t.Errorf("the certificate file is gone after shutdown: %v", err)
+	}
+}
+
+// startRun runs the program with args on a free port and returns a client of
+// it; the program stops when the test ends.
+func startRun(t *testing.T, args ...string) *kinesis.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), w, io.Discard)
+		w.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run after cancel: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("reading the listen line: %v", err)
+	}
+	go io.Copy(io.Discard, out) //nolint:errcheck // nothing else is printed
+	return kinesis.New(kinesis.Options{
+		Region:           "us-east-1",
+		BaseEndpoint:     aws.String(strings.TrimSpace(strings.TrimPrefix(line, "kinesis-server listening on "))),
+		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
+		RetryMaxAttempts: 1,
+	})
+}
+
+func TestRunCreatesOnDemandAndAutoStreamsAndThrottlesLargeReads(t *testing.T) {
+	ctx := t.Context()
+	kc := startRun(t, "--streams", "od:2:on-demand,auto:3:auto,prov:1", "--large-read-throttle")
+	for name, want := range map[string]string{"od": "ON_DEMAND USER_PARTITION_KEY 2", "auto": "ON_DEMAND AUTO 3", "prov": "PROVISIONED  1"} {
+		s, err := kc.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+		if err != nil {
+			t.Fatalf("DescribeStreamSummary(%s): %v", name, err)
+		}
+		d := s.StreamDescriptionSummary
+		if got := fmt.Sprint(d.StreamModeDetails.StreamMode, " ", d.RecordDistributionStrategy, " ", *d.OpenShardCount); got != want {
+			t.Errorf("stream %s: %s, want %s", name, got, want)
+		}
+	}
+	var shards []string
+	for range 3 {
+		put, err := kc.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("auto"), Data: []byte("no key")})
+		if err != nil {
+			t.Fatalf("PutRecord without a key on the auto stream: %v", err)
+		}
+		shards = append(shards, *put.ShardId)
+	}
+	if got := strings.Join(shards, ","); got != "shardId-000000000000,shardId-000000000001,shardId-000000000002" {
+		t.Errorf("keyless records went to %s, want one to each shard", got)
+	}
+
+	// A 4 MiB page pauses the shard for 2 s of wall clock.
+	if _, err := kc.UpdateMaxRecordSize(ctx, &kinesis.UpdateMaxRecordSizeInput{
+		StreamARN: aws.String("arn:aws:kinesis:us-east-1:123456789012:stream/prov"), MaxRecordSizeInKiB: aws.Int32(4096),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("prov"), PartitionKey: aws.String("k"), Data: make([]byte, 4<<20-1)}); err != nil {
+		t.Fatal(err)
+	}
+	it, err := kc.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String("prov"), ShardId: aws.String("shardId-000000000000"), ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := kc.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil || len(recs.Records) != 1 {
+		t.Fatalf("GetRecords: %v", err)
+	}
+	_, err = kc.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: recs.NextShardIterator})
+	var pte *types.ProvisionedThroughputExceededException
+	if !errors.As(err, &pte) {
+		t.Errorf("GetRecords right after a 4 MiB page: %v, want ProvisionedThroughputExceededException", err)
 	}
 }
