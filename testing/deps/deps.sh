@@ -16,6 +16,7 @@
 #   java       the Java SDK v2 conformance client (testing/conformance/java-sdkv2), built with
 #              Maven into the cache, offline first (a warm ~/.m2) and online if that fails
 #   kcl        the KCL 3.x consumer of the KCL interop test (testing/kcl), built the same way
+#              twice: on KCL 3.1 (the pom's kcl.version) and on KCL 3.5 (its profile kcl-3.5)
 #   flinkkinesis  the bench's Flink Kinesis anchor (testing/anchors/flink-kinesis): a Flink job
 #              reading with Flink's own FlinkKinesisConsumer (flink-connector-kinesis 1.16.3),
 #              shaded into one jar, built the same way
@@ -73,17 +74,19 @@ jobserver_deps() {
 }
 
 # maven_build builds the Maven project $1 into $2, passing the build directory as property
-# $3, again only when its pom or a source changed or the build's product $4 (default
-# classpath.txt) is missing; offline first (a warm ~/.m2), then online.
+# $3 and any further arguments to mvn, again only when its pom, a source or those arguments
+# changed or the build's product $4 (default classpath.txt; "" for the default) is missing;
+# offline first (a warm ~/.m2), then online.
 maven_build() {
   command -v mvn >/dev/null || die "mvn is not installed (Maven 3 and a JDK 17 are needed)"
   local src=$1 out=$2 prop=$3 product=${4:-classpath.txt} stamp
-  stamp=$(cd "$src" && find pom.xml src -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  shift $(( $# < 4 ? $# : 4 ))
+  stamp=$( { cd "$src" && find pom.xml src -type f -print0 | sort -z | xargs -0 sha256sum; [ $# -eq 0 ] || echo "mvn $*"; } | sha256sum | cut -d' ' -f1)
   if [ ! -f "$out/$product" ] || [ "$(cat "$out/.stamp" 2>/dev/null)" != "$stamp" ]; then
-    log "building ${src#"$repo"/} into $out"
+    log "building ${src#"$repo"/} into $out${*:+ ($*)}"
     rm -rf "$out"
-    (cd "$src" && { mvn -q -B -o "-D$prop=$out" package >&2 ||
-      { log "offline Maven build failed, building online"; mvn -q -B "-D$prop=$out" package >&2; }; })
+    (cd "$src" && { mvn -q -B -o "-D$prop=$out" "$@" package >&2 ||
+      { log "offline Maven build failed, building online"; mvn -q -B "-D$prop=$out" "$@" package >&2; }; })
     echo "$stamp" > "$out/.stamp"
   fi
 }
@@ -93,9 +96,13 @@ java_deps() {
   echo "BEAMKINESIS_JAVA_CLIENT=$cache/java-sdkv2"
 }
 
+# kcl_deps builds the KCL consumer on KCL 3.1, which the interop runs every scenario on, and
+# on KCL 3.5, whose lease table also holds its worker metrics and coordinator state.
 kcl_deps() {
   maven_build "$repo/testing/kcl" "$cache/kcl" kcl.build.dir
   echo "BEAMKINESIS_KCL=$cache/kcl"
+  maven_build "$repo/testing/kcl" "$cache/kcl-3.5" kcl.build.dir "" -Pkcl-3.5
+  echo "BEAMKINESIS_KCL35=$cache/kcl-3.5"
 }
 
 flinkkinesis_deps() {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -226,15 +227,58 @@ func seedLeases(t *testing.T, db *dynamodb.Client, client *kinesis.Client, table
 	}
 }
 
-// leases reads every lease item of table, by shard.
-func leases(t *testing.T, db *dynamodb.Client, table string) map[string]lease {
+// items reads every item of table. The tables here are small: one Scan page holds them.
+func items(t *testing.T, db *dynamodb.Client, table string) []map[string]ddbtypes.AttributeValue {
 	t.Helper()
 	out, err := db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if out.LastEvaluatedKey != nil {
+		t.Fatalf("table %s has more items than one Scan page", table)
+	}
+	return out.Items
+}
+
+// entityType is an item's entityType: KCL 3.5 marks the items of its lease table that are
+// not leases (worker metrics, coordinator state) with one other than LEASE. A lease has
+// LEASE (KCL 3.5 created it) or none (KCL 3.1 or beamkinesis did).
+func entityType(item map[string]ddbtypes.AttributeValue) string {
+	if v, ok := item["entityType"].(*ddbtypes.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func isLease(item map[string]ddbtypes.AttributeValue) bool {
+	e := entityType(item)
+	return e == "" || e == "LEASE"
+}
+
+// otherItems reads KCL 3.5's items of table that are not leases, by leaseKey.
+func otherItems(t *testing.T, db *dynamodb.Client, table string) map[string]map[string]ddbtypes.AttributeValue {
+	t.Helper()
+	m := map[string]map[string]ddbtypes.AttributeValue{}
+	for _, item := range items(t, db, table) {
+		if !isLease(item) {
+			key, _ := item["leaseKey"].(*ddbtypes.AttributeValueMemberS)
+			if key == nil {
+				t.Fatalf("an item of %s has no leaseKey string: %v", table, item)
+			}
+			m[key.Value] = item
+		}
+	}
+	return m
+}
+
+// leases reads every lease item of table, by shard, leaving out KCL 3.5's other items.
+func leases(t *testing.T, db *dynamodb.Client, table string) map[string]lease {
+	t.Helper()
 	m := map[string]lease{}
-	for _, item := range out.Items {
+	for _, item := range items(t, db, table) {
+		if !isLease(item) {
+			continue
+		}
 		l := lease{Item: item}
 		key, _ := item["leaseKey"].(*ddbtypes.AttributeValueMemberS)
 		if v, ok := item["checkpoint"].(*ddbtypes.AttributeValueMemberS); ok {
@@ -283,44 +327,101 @@ type kclRun struct {
 	Took    time.Duration
 }
 
-// runKCL runs the KCL consumer (testing/kcl, built by deps.sh) as worker on the lease
-// table app until it wrote maxRecords records, and returns what it wrote.
-func runKCL(t *testing.T, kinesisURL, dynamoURL, stream, app, worker string, maxRecords, checkpointEvery int) kclRun {
+// kclBuild is the KCL consumer (testing/kcl) built on one version of KCL: deps.sh kcl builds
+// it on KCL 3.1 (the pom's kcl.version) and on KCL 3.5 (the pom's profile kcl-3.5).
+type kclBuild struct {
+	// Version is the amazon-kinesis-client version on the class path.
+	Version         string
+	java, classPath string
+}
+
+// kcl31 is the consumer on KCL 3.1 (components.KCL: BEAMKINESIS_KCL, else <cache>/kcl), which
+// every scenario runs on. Pointing BEAMKINESIS_KCL at the KCL 3.5 build runs them on 3.5.
+func kcl31(t *testing.T) kclBuild {
 	t.Helper()
-	return startKCL(t, kinesisURL, dynamoURL, stream, app, worker, maxRecords, checkpointEvery).wait(t)
+	java, cp := components.KCLT(t)
+	return kclBuild{Version: kclVersion(t, cp), java: java, classPath: cp}
+}
+
+// kcl35Env names the environment variable holding the directory where deps.sh built the
+// consumer on KCL 3.5 (classes/ and classpath.txt); without it, <cache>/kcl-3.5.
+const kcl35Env = "BEAMKINESIS_KCL35"
+
+// kcl35 is the consumer on KCL 3.5, or skips or fails t (components.Unavailable) when it is
+// not built.
+func kcl35(t *testing.T) kclBuild {
+	t.Helper()
+	dir := os.Getenv(kcl35Env)
+	if dir == "" {
+		dir = filepath.Join(components.Cache(), "kcl-3.5")
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		components.Unavailable(t, fmt.Errorf("%w: java is not on PATH", components.ErrUnavailable))
+	}
+	deps, err := os.ReadFile(filepath.Join(dir, "classpath.txt"))
+	if err != nil {
+		components.Unavailable(t, fmt.Errorf("%w: no KCL consumer on KCL 3.5 built in %s (testing/deps/deps.sh kcl)", components.ErrUnavailable, dir))
+	}
+	cp := filepath.Join(dir, "classes") + string(os.PathListSeparator) + strings.TrimSpace(string(deps))
+	b := kclBuild{Version: kclVersion(t, cp), java: java, classPath: cp}
+	if !strings.HasPrefix(b.Version, "3.5.") {
+		t.Fatalf("%s holds the consumer on KCL %s, want 3.5.x (testing/deps/deps.sh kcl)", dir, b.Version)
+	}
+	return b
+}
+
+var kclJar = regexp.MustCompile(`amazon-kinesis-client-([0-9][^/` + string(os.PathListSeparator) + `]*)\.jar`)
+
+// kclVersion is the version of the amazon-kinesis-client jar on the class path cp.
+func kclVersion(t *testing.T, cp string) string {
+	t.Helper()
+	m := kclJar.FindStringSubmatch(cp)
+	if m == nil {
+		t.Fatalf("no amazon-kinesis-client jar on the KCL consumer's class path %s", cp)
+	}
+	return m[1]
+}
+
+// runKCL runs the KCL consumer k as worker on the lease table app until it wrote maxRecords
+// records, and returns what it wrote. flags are more of the consumer's flags.
+func runKCL(t *testing.T, k kclBuild, kinesisURL, dynamoURL, stream, app, worker string, maxRecords, checkpointEvery int, flags ...string) kclRun {
+	t.Helper()
+	return startKCL(t, k, kinesisURL, dynamoURL, stream, app, worker, maxRecords, checkpointEvery, flags...).wait(t)
 }
 
 // kclProcess is a running KCL consumer.
 type kclProcess struct {
-	cmd    *exec.Cmd
-	cancel context.CancelFunc
-	logs   *bytes.Buffer
-	out    string
-	worker string
-	max    int
-	start  time.Time
+	cmd     *exec.Cmd
+	cancel  context.CancelFunc
+	logs    *bytes.Buffer
+	out     string
+	worker  string
+	version string
+	max     int
+	start   time.Time
 }
 
-// startKCL starts the KCL consumer; wait collects what it wrote. maxRecords 0 runs it until
-// stop.
-func startKCL(t *testing.T, kinesisURL, dynamoURL, stream, app, worker string, maxRecords, checkpointEvery int) *kclProcess {
+// startKCL starts the KCL consumer k; wait collects what it wrote. maxRecords 0 runs it
+// until stop.
+func startKCL(t *testing.T, k kclBuild, kinesisURL, dynamoURL, stream, app, worker string, maxRecords, checkpointEvery int, flags ...string) *kclProcess {
 	t.Helper()
-	java, cp := components.KCLT(t)
-	p := &kclProcess{logs: &bytes.Buffer{}, out: filepath.Join(t.TempDir(), worker+".tsv"), worker: worker, max: maxRecords}
+	p := &kclProcess{logs: &bytes.Buffer{}, out: filepath.Join(t.TempDir(), worker+".tsv"), worker: worker, version: k.Version, max: maxRecords}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	p.cancel = cancel
-	p.cmd = exec.CommandContext(ctx, java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel="+logLevel(), "-Dorg.slf4j.simpleLogger.showDateTime=true",
-		"-cp", cp, "dev.beamkinesis.kcl.Consumer",
+	args := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=" + logLevel(), "-Dorg.slf4j.simpleLogger.showDateTime=true",
+		"-cp", k.classPath, "dev.beamkinesis.kcl.Consumer",
 		"--kinesis-endpoint", kinesisURL, "--dynamodb-endpoint", dynamoURL,
 		"--stream", stream, "--app", app, "--worker", worker, "--out", p.out,
 		"--max-records", strconv.Itoa(maxRecords), "--checkpoint-every", strconv.Itoa(checkpointEvery),
-		"--failover-ms", "2000", "--max-seconds", "60", "--protocol", kclProtocol())
+		"--failover-ms", "2000", "--max-seconds", "60", "--protocol", kclProtocol()}
+	p.cmd = exec.CommandContext(ctx, k.java, append(args, flags...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	p.start = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		cancel()
-		t.Fatalf("starting the KCL consumer: %v", err)
+		t.Fatalf("starting the KCL consumer on KCL %s: %v", k.Version, err)
 	}
 	t.Cleanup(func() { // a test that failed early: end the process
 		if p.cmd.ProcessState == nil {
@@ -353,9 +454,9 @@ func (p *kclProcess) wait(t *testing.T) kclRun {
 		// A signal ends the JVM through its shutdown hook with exit code 143.
 		if !(errors.As(err, &exit) && exit.ExitCode() == 143 && p.max == 0) {
 			if errors.As(err, &exit) && exit.ExitCode() == 3 {
-				t.Fatalf("the KCL consumer did not reach %d records in time; its log:\n%s", p.max, tail(run.Log, 60))
+				t.Fatalf("the KCL consumer on KCL %s did not reach %d records in time; its log:\n%s", p.version, p.max, tail(run.Log, 60))
 			}
-			t.Fatalf("the KCL consumer: %v; its log:\n%s", err, tail(run.Log, 60))
+			t.Fatalf("the KCL consumer on KCL %s: %v; its log:\n%s", p.version, err, tail(run.Log, 60))
 		}
 	}
 	f, err := os.Open(p.out)

@@ -101,7 +101,7 @@ func TestKCLThenBeamkinesis(t *testing.T) {
 	seedLeases(t, db, srv.Client(), app, stream)
 
 	start := time.Now()
-	k := runKCL(t, srv.URL(), dyn, stream, app, "kcl-worker-1", kclRecords, checkpointEvery)
+	k := runKCL(t, kcl31(t), srv.URL(), dyn, stream, app, "kcl-worker-1", kclRecords, checkpointEvery)
 	if len(k.Records) != kclRecords {
 		t.Fatalf("KCL wrote %d records, want %d", len(k.Records), kclRecords)
 	}
@@ -186,7 +186,7 @@ func TestBeamkinesisThenKCL(t *testing.T) {
 	assertSame(t, "beamkinesis's committed records", got, committed)
 	t.Logf("beamkinesis: %d records in %v, all committed; %d of %d checkpoints inside an aggregate", len(got), time.Since(start).Round(time.Millisecond), subCheckpoints, len(byBeam))
 
-	k := runKCL(t, srv.URL(), dyn, stream, table, "kcl-worker-2", len(want), checkpointEvery)
+	k := runKCL(t, kcl31(t), srv.URL(), dyn, stream, table, "kcl-worker-2", len(want), checkpointEvery)
 	assertSame(t, "KCL after beamkinesis", k.Records, want)
 	after := leases(t, db, table)
 	for id, l := range after {
@@ -266,7 +266,7 @@ func testBeamkinesisThenKCLAcrossASplit(t *testing.T, stream, table string,
 	assertSame(t, "beamkinesis's committed records", got, committed)
 	t.Logf("beamkinesis: %d records in %v, all committed; %d left", len(got), time.Since(start).Round(time.Millisecond), len(want))
 
-	k := runKCL(t, srv.URL(), dyn, stream, table, "kcl-worker-3", len(want), checkpointEvery)
+	k := runKCL(t, kcl31(t), srv.URL(), dyn, stream, table, "kcl-worker-3", len(want), checkpointEvery)
 	assertSame(t, "KCL after beamkinesis, across the split", k.Records, want)
 	for id, l := range leases(t, db, table) {
 		t.Logf("KCL's item of %s: %s", id, describe(l.Item))
@@ -311,7 +311,7 @@ func TestKCLThenBeamkinesisAcrossASplit(t *testing.T) {
 	}
 
 	start := time.Now()
-	k := runKCL(t, srv.URL(), dyn, stream, app, "kcl-worker-4", kclRecords, checkpointEvery)
+	k := runKCL(t, kcl31(t), srv.URL(), dyn, stream, app, "kcl-worker-4", kclRecords, checkpointEvery)
 	byKCL := leases(t, db, app)
 	for id, l := range byKCL {
 		t.Logf("KCL's item of %s: %s", id, describe(l.Item))
@@ -356,7 +356,7 @@ func TestBeamkinesisRefusesTheLeasesOfARunningKCLWorker(t *testing.T) {
 	createLeaseTable(t, db, app)
 	seedLeases(t, db, srv.Client(), app, stream)
 
-	p := startKCL(t, srv.URL(), dyn, stream, app, worker, 0, checkpointEvery)
+	p := startKCL(t, kcl31(t), srv.URL(), dyn, stream, app, worker, 0, checkpointEvery)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		owned := 0

@@ -4,6 +4,12 @@
 // key range, so that a KCL application can read the table as its own and continue, and the
 // reverse.
 //
+// KCL 3.5 keeps more than leases in the table: its coordinator state (the client version
+// migration, the leader lock, the table migration, stream ids) and its workers' metrics live
+// there too, each item marked by an entityType other than "LEASE". Leases carry entityType
+// "LEASE" when KCL 3.5 created them and none when KCL 2.x, KCL 3.0–3.4 or this package did.
+// Such an item is never read as a lease: reading one at a shard's key fails with ErrNotALease.
+//
 // Every write is conditional on the lease counter and owner the writer last saw, and a
 // checkpoint is only ever replaced by a later one, so a late commit of an old bundle can
 // never move a position back, and a job whose lease was taken over stops writing.
@@ -47,6 +53,7 @@ const (
 	attrStartingHash   = "startingHashKey"
 	attrEndingHash     = "endingHashKey"
 	attrPending        = "pendingCheckpoint"
+	attrEntityType     = "entityType"
 	tableActiveTimeout = 2 * time.Minute
 )
 
@@ -118,6 +125,14 @@ var ErrLeaseLost = errors.New("leasetable: the lease is held by another owner")
 
 // ErrLeaseGone says the shard's item is no longer in the table.
 var ErrLeaseGone = errors.New("leasetable: the lease item is gone")
+
+// ErrNotALease says the item at a shard's key is one of KCL 3.5's other items (its worker
+// metrics, its coordinator state), not a shard lease.
+var ErrNotALease = errors.New("leasetable: the item is not a shard lease")
+
+// entityLease is the entityType of a lease. KCL 3.5 reads an item without entityType, or
+// with one that is not a string, as a lease (DynamoDBLeaseSerializer), and so does decode.
+const entityLease = "LEASE"
 
 // LostError is the ErrLeaseLost of one shard: who holds the lease now.
 type LostError struct {
@@ -387,6 +402,9 @@ func encode(l Lease) map[string]types.AttributeValue {
 }
 
 func decode(item map[string]types.AttributeValue) (Lease, error) {
+	if et, ok := item[attrEntityType].(*types.AttributeValueMemberS); ok && et.Value != entityLease {
+		return Lease{}, fmt.Errorf("its entityType is %q, which marks KCL 3.5's worker metrics or coordinator state: %w", et.Value, ErrNotALease)
+	}
 	var l Lease
 	var err error
 	str := func(name string) string {

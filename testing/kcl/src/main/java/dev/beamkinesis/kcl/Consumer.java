@@ -28,6 +28,7 @@ import software.amazon.awssdk.services.kinesis.KinesisAsyncClient;
 import software.amazon.kinesis.common.ConfigsBuilder;
 import software.amazon.kinesis.common.InitialPositionInStream;
 import software.amazon.kinesis.common.InitialPositionInStreamExtended;
+import software.amazon.kinesis.coordinator.CoordinatorConfig;
 import software.amazon.kinesis.coordinator.Scheduler;
 import software.amazon.kinesis.exceptions.KinesisClientLibException;
 import software.amazon.kinesis.lifecycle.events.InitializationInput;
@@ -55,6 +56,10 @@ import software.amazon.kinesis.retrieval.polling.PollingConfig;
  * <p>Metrics are off (level NONE, a null metrics factory) and so is KCL 3's worker-metrics
  * collection, which would call the EC2 metadata address. The lease timings are short, so one
  * worker takes the leases within seconds. The application name is the lease table's name.
+ *
+ * <p>It builds on KCL 3.1 and on KCL 3.5. {@code --single-table true} (KCL 3.5 only) sets
+ * {@code migrateAllEntitiesToLeaseTable}: KCL keeps its worker metrics and coordinator state
+ * in the lease table, as KCL 3.5 does anyway for an application without a CoordinatorState table.
  */
 public final class Consumer {
   private final Map<String, String> args;
@@ -133,9 +138,12 @@ public final class Consumer {
         .leasesRecoveryAuditorInconsistencyConfidenceThreshold(1)
         .initialPositionInStream(InitialPositionInStreamExtended.newInitialPosition(InitialPositionInStream.TRIM_HORIZON));
     leases.workerUtilizationAwareAssignmentConfig().disableWorkerMetrics(true);
-    var coordinator = cfg.coordinatorConfig()
+    CoordinatorConfig coordinator = cfg.coordinatorConfig()
         .parentShardPollIntervalMillis(200)
         .shardConsumerDispatchPollIntervalMillis(100);
+    if (Boolean.parseBoolean(args.getOrDefault("single-table", "false"))) {
+      migrateAllEntitiesToLeaseTable(coordinator);
+    }
     var metrics = cfg.metricsConfig().metricsLevel(MetricsLevel.NONE).metricsFactory(new NullMetricsFactory());
     PollingConfig polling = new PollingConfig(stream, kinesis)
         .idleTimeBetweenReadsInMillis(millis("idle-ms", 200))
@@ -170,6 +178,19 @@ public final class Consumer {
     System.out.printf("KCL-DONE written=%d checkpoints=%d%n", written.get(), checkpoints.get());
     System.out.flush();
     return done ? 0 : 3;
+  }
+
+  /**
+   * Sets KCL 3.5's {@code CoordinatorConfig.migrateAllEntitiesToLeaseTable(true)}, through
+   * reflection so that the consumer still builds on KCL 3.1, which has no such setting.
+   */
+  private static void migrateAllEntitiesToLeaseTable(CoordinatorConfig coordinator) throws ReflectiveOperationException {
+    try {
+      coordinator.getClass().getMethod("migrateAllEntitiesToLeaseTable", boolean.class).invoke(coordinator, true);
+    } catch (NoSuchMethodException e) {
+      throw new IllegalArgumentException("--single-table needs KCL 3.5 or later: this KCL has no migrateAllEntitiesToLeaseTable", e);
+    }
+    System.err.println("kcl: migrateAllEntitiesToLeaseTable is on");
   }
 
   /**
