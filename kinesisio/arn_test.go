@@ -9,7 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamcheck"
+	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
 
 // TestStreamARNWriteAndReadBounded writes to a stream by its ARN and reads it back by ARN:

@@ -200,7 +200,7 @@ func cutOf(fn *window.Fn) (windowCut, error) {
 	return windowCut{}, fmt.Errorf("%v windows merge, and a merged window's end is not known when its records are read; use fixed or sliding windows before the sink", fn)
 }
 
-// cuts says whether reader calls cut their tokens at window boundaries.
+// cuts reports whether reader calls cut their tokens at window boundaries.
 func (c windowCut) cuts() bool { return c.Kind == cutFixed || c.Kind == cutSliding }
 
 // index numbers the window (for sliding windows, the latest window) that holds event time

@@ -72,7 +72,7 @@ func (t *discoveryTracker) GetError() error { return t.err }
 // IsDone says discovery has nothing left to do.
 func (t *discoveryTracker) IsDone() bool { return t.err == nil && (t.rest.Done || t.checkpointed) }
 
-// IsBounded says whether discovery ends by itself.
+// IsBounded reports whether discovery ends by itself.
 func (t *discoveryTracker) IsBounded() bool { return t.rest.Done || t.rest.EndTimeMs > 0 }
 
 // GetRestriction returns the discovery state.

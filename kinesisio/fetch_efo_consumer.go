@@ -18,7 +18,7 @@ import (
 // ACTIVE after registering it (the service takes seconds, rarely more than a minute).
 const consumerActivationTimeout = 5 * time.Minute
 
-// enhancedFanOut says whether the reader subscribes instead of polling.
+// enhancedFanOut reports whether the reader subscribes instead of polling.
 func (s readSpec) enhancedFanOut() bool { return s.ConsumerName != "" || s.ConsumerARN != "" }
 
 // consumer returns the ARN of the reader's stream consumer, registering the consumer or

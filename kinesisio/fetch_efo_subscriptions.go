@@ -32,7 +32,7 @@ type subscription struct {
 	cont string
 	// events counts the events received.
 	events int
-	// caughtUp says whether the last event processed left the reader caught up.
+	// caughtUp reports whether the last event processed left the reader caught up.
 	caughtUp bool
 	// pending is the rest of an event the last call stopped inside when its record budget
 	// ran out; the call that continues the subscription emits it first. received is when

@@ -9,8 +9,17 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
 )
 
-// metricsNamespace is the Beam metrics namespace of every kinesisio metric.
-const metricsNamespace = "kinesisio"
+// Every metric the package reports, in one place. The namespace names the transform:
+// "kinesisio" for Read and ReadBounded (discovery, the shard readers and their commit steps)
+// and "kinesisio.Write" for Write. Names are snake_case: counters count things (records,
+// calls, retries), gauges and distributions end with their unit (_bytes, _ms) or say what
+// they hold; the checkpoint table's start with checkpoint_. The package doc lists them.
+const (
+	// metricsNamespace is the namespace of the read's metrics.
+	metricsNamespace = "kinesisio"
+	// writeNamespace is the namespace of Write's metrics.
+	writeNamespace = "kinesisio.Write"
+)
 
 // Read metrics. Counters are added once per GetRecords response, not per record.
 var (
@@ -30,8 +39,27 @@ var (
 	// iteratorsReused counts ProcessElement calls that continued the shard iterator the
 	// previous call on this worker left, instead of calling GetShardIterator.
 	iteratorsReused = beam.NewCounter(metricsNamespace, "iterators_reused")
-	// backlogBytes is the latest estimate of a shard's unread bytes (shardmemo.go).
+	// backlogBytes is the latest estimate of a shard's unread bytes (read_backlog.go).
 	backlogBytes = beam.NewGauge(metricsNamespace, "backlog_bytes")
+	// checkpointsInsideAggregates counts the checkpoints made after a user record that was
+	// not the last of its KPL aggregate: the call that resumes reads the aggregate again
+	// and skips what was claimed.
+	checkpointsInsideAggregates = beam.NewCounter(metricsNamespace, "checkpoints_inside_aggregates")
+)
+
+// Write metrics, reported from the producer's statistics (writeFn.report).
+var (
+	writeUserRecords    = beam.NewCounter(writeNamespace, "user_records")
+	writeKinesisRecords = beam.NewCounter(writeNamespace, "kinesis_records")
+	writeBytes          = beam.NewCounter(writeNamespace, "bytes")
+	writeCalls          = beam.NewCounter(writeNamespace, "putrecords_calls")
+	writeThrottled      = beam.NewCounter(writeNamespace, "throttled_entries")
+	writeRetries        = beam.NewCounter(writeNamespace, "retries")
+	writeFailures       = beam.NewCounter(writeNamespace, "failed_messages")
+	writeInvalid        = beam.NewCounter(writeNamespace, "invalid_messages")
+	writeWrongShard     = beam.NewCounter(writeNamespace, "wrong_shard_aggregates")
+	writeRerouted       = beam.NewCounter(writeNamespace, "rerouted_messages")
+	writeAggregateSizes = beam.NewDistribution(writeNamespace, "aggregate_bytes")
 )
 
 // Enhanced fan-out metrics, beside the read metrics polling also counts (records, bytes,

@@ -129,10 +129,10 @@ func (fn *shardFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []sha
 	return []shardRestriction{r}
 }
 
-// RestrictionSize is the shard's estimated unread bytes (estimateBacklog) when this worker
-// has read the shard up to where r starts, polling or with enhanced fan-out: 0 when it was
-// caught up there. Dataflow scales streaming jobs on it. Otherwise it is the records left under WithMaxRecords, or a nominal
-// 1 for a shard not yet read.
+// RestrictionSize is what is left of the shard in r, the figure Dataflow scales streaming
+// jobs on: under WithMaxRecords the records left; otherwise the shard's estimated unread
+// bytes (estimateBacklog) when this worker has read it up to where r starts, 0 when it was
+// caught up there; for a shard not read yet, a nominal 1.
 func (fn *shardFn) RestrictionSize(d shardDescriptor, r shardRestriction) float64 {
 	if r.Empty {
 		return 0

@@ -29,14 +29,14 @@ func TestReadCheckpointsOftenInsideAggregatesWithoutLossOrDuplicates(t *testing.
 		t.Fatalf("workload has %d user records, want 600", len(want))
 	}
 	iteratorsBefore := srv.CallCount("GetShardIterator")
-	insideBefore := checkpointsInsideAggregates.Load()
 
 	p, s := beam.NewPipelineWithRoot()
 	recs := Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithMaxRecordsPerFetch(7),
 		WithMaxRecordsPerRead(20), WithMaxReadTime(1500*time.Millisecond), WithPollInterval(20*time.Millisecond),
 		WithDescribeShardInterval(100*time.Millisecond))...)
 	passert.Equals(s, canonical(s, recs), anys(want)...)
-	if err := ptest.Run(p); err != nil {
+	res, err := ptest.RunWithMetrics(p)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Every checkpoint reopens an iterator: 600 records at 7 per call need at least 86.
@@ -45,8 +45,9 @@ func TestReadCheckpointsOftenInsideAggregatesWithoutLossOrDuplicates(t *testing.
 	}
 	// 300 of the 600 records are in aggregates of 5, so many of the 7-record cuts fall
 	// inside one.
-	t.Logf("%d checkpoints inside aggregates", checkpointsInsideAggregates.Load()-insideBefore)
-	if n := checkpointsInsideAggregates.Load() - insideBefore; n < 10 {
+	inside := counter(res, "checkpoints_inside_aggregates")
+	t.Logf("%d checkpoints inside aggregates", inside)
+	if n := inside; n < 10 {
 		t.Errorf("%d checkpoints fell inside an aggregate, want at least 10", n)
 	}
 }

@@ -20,7 +20,7 @@ const (
 	goneShard    = "shard"    // the shard closed longer ago than the stream's retention
 )
 
-// isNotFound says whether err is (or wraps) a ResourceNotFoundException.
+// isNotFound reports whether err is (or wraps) a ResourceNotFoundException.
 func isNotFound(err error) bool {
 	var notFound *types.ResourceNotFoundException
 	return errors.As(err, &notFound)

@@ -171,6 +171,9 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 		at := rest.after(st.lastClaim).start()
 		f.park(at)
 		memos.setBacklog(key, at, backlog+float64(unread), time.Now())
+		if c := st.lastClaim; c != nil && !c.Last {
+			checkpointsInsideAggregates.Inc(ctx, 1)
+		}
 		return sdf.ResumeProcessingIn(wait), nil
 	}
 	for {

@@ -30,7 +30,7 @@ const (
 	trimProbePages = 20
 )
 
-// mayBeTrimmed says whether the range starts at a sequence number that retention may have
+// mayBeTrimmed reports whether the range starts at a sequence number that retention may have
 // trimmed: one the user gave, or one the read last verified nearly a minimum retention ago.
 func (r shardRestriction) mayBeTrimmed(now time.Time) bool {
 	if _, ok := r.sequenceStart(); !ok {
@@ -39,7 +39,7 @@ func (r shardRestriction) mayBeTrimmed(now time.Time) bool {
 	return r.VerifiedMs == 0 || now.Sub(time.UnixMilli(r.VerifiedMs)) > minRetention-retentionMargin
 }
 
-// latestInFuture says whether err is the service refusing the range's AT_TIMESTAMP start
+// latestInFuture reports whether err is the service refusing the range's AT_TIMESTAMP start
 // because it is still in the future on the service's clock: the read began at LATEST, which
 // discovery made AT_TIMESTAMP on this worker's clock, less than a minute ago. Nothing has
 // arrived after it yet, so LATEST reads the same records; the restriction keeps the

@@ -36,7 +36,7 @@ type Record struct {
 	ApproximateArrivalTimestamp time.Time
 	// Data is the user record's payload; empty, never nil, when the record has none.
 	Data []byte
-	// Aggregated says whether the record came out of a KPL aggregate.
+	// Aggregated reports whether the record came out of a KPL aggregate.
 	Aggregated bool
 }
 

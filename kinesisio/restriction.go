@@ -84,7 +84,7 @@ func initialRestriction(d shardDescriptor, maxRecords int64) shardRestriction {
 	}
 }
 
-// bounded says whether the range has an end other than the shard's own.
+// bounded reports whether the range has an end other than the shard's own.
 func (r shardRestriction) bounded() bool {
 	return r.Empty || r.EndSeq != "" || r.EndTimeMs > 0 || r.MaxRecords > 0
 }

@@ -71,7 +71,7 @@ func (d shardDescriptor) hashRange() hashRange {
 	return hashRange{known: true, start: start, end: end}
 }
 
-// contains says whether the user record's hash key is in the range; an unknown range or an
+// contains reports whether the user record's hash key is in the range; an unknown range or an
 // unparsable key counts as inside (the record is kept).
 func (h hashRange) contains(u kpl.UserRecord) bool {
 	if !h.known {

@@ -11,11 +11,6 @@ import (
 // (runners ask for them when a bundle makes no visible progress). Tests read it.
 var refusedSplits atomic.Int64
 
-// checkpointsInsideAggregates counts the checkpoints shard trackers in this process made
-// after a user record that was not the last of its KPL aggregate, whose residual must
-// re-read the aggregate and skip what was claimed. Tests read it.
-var checkpointsInsideAggregates atomic.Int64
-
 // recordClaim claims one user record. Last says it is the last user record of its Kinesis
 // record, so a checkpoint after it can resume AFTER_SEQUENCE_NUMBER instead of re-reading
 // the aggregate.
@@ -166,7 +161,7 @@ func (t *shardTracker) IsDone() bool {
 	return t.err == nil && (t.rest.Empty || t.stopped || t.checkpointed || t.limitReached())
 }
 
-// IsBounded says whether the range ends other than by the shard closing.
+// IsBounded reports whether the range ends other than by the shard closing.
 func (t *shardTracker) IsBounded() bool { return t.rest.bounded() }
 
 // GetRestriction returns the range as it stands (the primary after a split).
@@ -216,9 +211,6 @@ func (t *shardTracker) TrySplit(fraction float64) (primary, residual any, err er
 	if t.claimed > 0 {
 		res = t.rest.after(&t.last)
 		res.Claimed += t.claimed
-		if !t.last.Last {
-			checkpointsInsideAggregates.Add(1)
-		}
 	}
 	res.VerifiedMs = t.verifiedMs
 	prim := t.rest

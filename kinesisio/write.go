@@ -71,21 +71,6 @@ func Write(s beam.Scope, stream string, msgs beam.PCollection, opts ...Option) b
 	return beam.ParDo(s, &writeFn{Stream: stream, Client: cfg.client, Retry: cfg.retry, Write: cfg.write}, msgs)
 }
 
-// Metric names of Write.
-var (
-	writeUserRecords    = beam.NewCounter("kinesisio.Write", "user_records")
-	writeKinesisRecords = beam.NewCounter("kinesisio.Write", "kinesis_records")
-	writeBytes          = beam.NewCounter("kinesisio.Write", "bytes")
-	writeCalls          = beam.NewCounter("kinesisio.Write", "putrecords_calls")
-	writeThrottled      = beam.NewCounter("kinesisio.Write", "throttled_entries")
-	writeRetries        = beam.NewCounter("kinesisio.Write", "retries")
-	writeFailures       = beam.NewCounter("kinesisio.Write", "failed_messages")
-	writeInvalid        = beam.NewCounter("kinesisio.Write", "invalid_messages")
-	writeWrongShard     = beam.NewCounter("kinesisio.Write", "wrong_shard_aggregates")
-	writeRerouted       = beam.NewCounter("kinesisio.Write", "rerouted_messages")
-	writeAggregateSizes = beam.NewDistribution("kinesisio.Write", "aggregate_bytes")
-)
-
 // errWriteFailedRecord is the error of a bundle failed by WithFailOnError.
 var errWriteFailedRecord = errors.New("kinesisio.Write: a message could not be written and WithFailOnError is set")
 

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamcheck"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
 
 func init() {

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamcheck"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
 
 func init() {
@@ -159,7 +159,7 @@ func TestWriteSurvivesFailingEntriesAndServerErrors(t *testing.T) {
 }
 
 // deadLetterFn turns a failed message back into a message for a dead-letter stream,
-// with a partition key that says whether the failure was well described.
+// with a partition key that reports whether the failure was well described.
 type deadLetterFn struct{ Attempts int }
 
 func (f *deadLetterFn) ProcessElement(m FailedMessage, emit func(Message)) {

@@ -226,7 +226,7 @@ func (c *Checkpointer) renew() {
 	}
 }
 
-// active says whether s is held and read on this worker. s.mu is held.
+// active reports whether s is held and read on this worker. s.mu is held.
 func (c *Checkpointer) active(s *shardLease, now time.Time) bool {
 	return s.lost == nil && s.lease.Checkpoint != leasetable.ShardEnd &&
 		(s.lease.Owner == c.cfg.Owner || s.lease.Owner == "") &&

@@ -40,7 +40,7 @@ const (
 // its held positions.
 const HeldWaitBounded = 2 * time.Minute
 
-// Unreachable says whether err, from a write of the table, means that the table did
+// Unreachable reports whether err, from a write of the table, means that the table did
 // not answer (and the write may land later) rather than that it refused the write: DynamoDB
 // client errors other than throttling (validation, a missing table, denied access), a
 // deleted lease item and cancellation are answers.

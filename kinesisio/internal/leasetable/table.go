@@ -117,7 +117,7 @@ func rank(seq string) int {
 	return 1
 }
 
-// IsSequence says whether a checkpoint names a record (not a symbolic position).
+// IsSequence reports whether a checkpoint names a record (not a symbolic position).
 func IsSequence(checkpoint string) bool { return rank(checkpoint) == 1 }
 
 // ErrLeaseLost says another owner holds the shard's lease now.

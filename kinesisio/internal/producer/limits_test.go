@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/batch"
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamcheck"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
 
 // largeRecord i has n bytes of data that identify it.

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamcheck"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
 
 func TestSplitDuringTheWriteReroutes(t *testing.T) {

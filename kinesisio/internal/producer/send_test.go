@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamcheck"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
 
 func TestFaultsAndThrottlingLoseNothing(t *testing.T) {

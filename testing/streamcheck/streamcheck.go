@@ -20,11 +20,11 @@ type UserRecord struct {
 	Shard        string
 	PartitionKey string
 	Data         []byte
-	// InRange says whether the record's hash key lies in its shard's range.
+	// InRange reports whether the record's hash key lies in its shard's range.
 	InRange bool
-	// Aggregated says whether it came out of a KPL aggregate.
+	// Aggregated reports whether it came out of a KPL aggregate.
 	Aggregated bool
-	// Misplaced says whether it came out of an aggregate with any record outside the
+	// Misplaced reports whether it came out of an aggregate with any record outside the
 	// shard's range: a KCL consumer drops such an aggregate whole.
 	Misplaced bool
 }
