@@ -39,7 +39,7 @@ func init() {
 // claimed (Seq, Sub), or SHARD_END. Records is how many user records the call claimed;
 // EndMs is when the call ended, for the commit lag. MaxEventMs is the latest event time of
 // the records it covers that the call emitted (for a call that emitted none, the shard's
-// watermark): a held commit (held.go) writes the token once the windows up to it were
+// watermark): a held commit (commit_held.go) writes the token once the windows up to it were
 // written.
 type commitToken struct {
 	Stream     string

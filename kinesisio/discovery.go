@@ -19,7 +19,7 @@ import (
 // Beam serialises DoFns as JSON.
 type discoverySpec struct {
 	Stream string
-	// ReadID names the transform in the worker's pacing keys (pacing.go).
+	// ReadID names the transform in the worker's state (worker_state.go).
 	ReadID      string
 	Client      clientConfig
 	Retry       retryConfig

@@ -123,7 +123,7 @@ func (p *poller) stopInside(fetched, int) { p.iterator = "" }
 
 // tipWait spreads the reads at the tip of the shard within its read budget: after records,
 // read again at once; after an empty answer, wait the poll interval; never more often than
-// the caught-up budget allows (pacing.go).
+// the caught-up budget allows (worker_state.go).
 func (p *poller) tipWait(b fetched) time.Duration {
 	calls.tipRead(p.key, b.at)
 	due := calls.nextTipRead(p.key)

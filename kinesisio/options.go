@@ -292,7 +292,7 @@ func WithRetries(numRetries int, interval, maxInterval time.Duration) Option {
 	}}
 }
 
-// newReadID names one Read or ReadBounded transform, so that its workers' pacing keys are
+// newReadID names one Read or ReadBounded transform, so that its workers' state keys are
 // its own and two reads of one stream in a pipeline do not slow each other down.
 func newReadID() string {
 	b := make([]byte, 8)

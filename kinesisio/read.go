@@ -53,7 +53,7 @@ func ReadBounded(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 
 // buildRead builds a read named name: discovery, a Reshuffle and the shard readers. The
 // readers' commit tokens go to the commit step (commitPositions) or, for held, to the
-// returned handle (held.go).
+// returned handle (commit_held.go).
 func buildRead(s beam.Scope, name, stream string, opts []Option, bounded, held bool) (beam.PCollection, *commitHandle) {
 	s = s.Scope(name)
 	validateStreamName(name, stream)

@@ -49,7 +49,7 @@ type readConfig struct {
 	// WithCheckpointLeaseDuration (0: the default).
 	checkpointTakeover bool
 	leaseDuration      time.Duration
-	// readID names the transform for pacing (pacing.go); buildConfig sets it.
+	// readID names the transform for pacing (worker_state.go); buildConfig sets it.
 	readID string
 }
 
@@ -160,7 +160,7 @@ func WithIdleTimeBetweenReads(d time.Duration) Option {
 
 // defaultPollInterval is WithPollInterval's default: what Flink's source waits after an
 // empty fetch and KCL's low-latency guidance suggests. An idle shard then makes 4 of the 5
-// reads per second Kinesis allows a shard (pacing.go's caught-up budget).
+// reads per second Kinesis allows a shard (worker_state.go's caught-up budget).
 const defaultPollInterval = 250 * time.Millisecond
 
 // WithPollInterval sets how long a caught-up shard waits after a GetRecords call that

@@ -15,7 +15,7 @@ import (
 // are configured; its String method redacts them and it is never logged whole.
 type readSpec struct {
 	Stream string
-	// ReadID names the transform in the worker's pacing keys (pacing.go).
+	// ReadID names the transform in the worker's state (worker_state.go).
 	ReadID               string
 	Client               clientConfig
 	Retry                retryConfig
@@ -41,7 +41,7 @@ type readSpec struct {
 	NoSubscriptionReuse bool
 	// Checkpoint names the checkpoint table (checkpoint.go), if any.
 	Checkpoint checkpointSpec
-	// Cut is the windowing of the sinks a held commit waits for (held.go): the reader ends
+	// Cut is the windowing of the sinks a held commit waits for (commit_held.go): the reader ends
 	// a commit token at the last record of each window. Zero: one token per call.
 	Cut windowCut
 }

@@ -51,7 +51,7 @@ type shardTracker struct {
 	sequenceStart string
 	startExcluded bool
 	// claimedBytes is the data of the records claimed; backlog, when hasBacklog, the
-	// reader's latest estimate of the shard's unread bytes (shardmemo.go).
+	// reader's latest estimate of the shard's unread bytes (read_backlog.go).
 	claimedBytes int64
 	backlog      float64
 	hasBacklog   bool
