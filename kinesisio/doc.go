@@ -323,6 +323,15 @@
 // [MessagesFromBytes] and [MessagesFromStrings] key messages with a registered function;
 // [MessagesWithRandomKeys] spreads them evenly over the shards.
 //
+// On an on-demand stream that distributes records itself (RecordDistributionStrategy AUTO),
+// the service picks each record's shard and ignores keys: Write reads the strategy when a
+// writer starts and never aggregates there (a KCL consumer would drop an aggregate's
+// records on any shard but their own), does not route or pace by shard, and takes messages
+// with an empty partition key. A switch of the strategy while the job runs is picked up
+// with the next shard map or at once on evidence of it, without losing a message (see
+// [Write]). The read gives records written without a key an empty PartitionKey and, on such
+// a stream, keeps every user record of an aggregate whatever shard it landed on.
+//
 // # Delivery guarantees
 //
 // Guaranteed:
@@ -382,6 +391,8 @@
 //	backlog_bytes               gauge: the estimated unread bytes of a shard
 //	aggregates_passed_through   records that looked like KPL aggregates but were not valid
 //	aggregates_outside_shard    aggregates dropped for user records outside the shard
+//	aggregates_outside_shard_kept  such aggregates kept: the stream distributes records itself
+//	checkpoints_inside_aggregates  checkpoints after a user record inside a KPL aggregate
 //	data_loss_skips             trimmed positions skipped under WithFailOnDataLoss(false)
 //	shards_discovered           shards discovery emitted
 //	subscribe_calls             SubscribeToShard calls, refused ones included
@@ -413,6 +424,8 @@
 //	invalid_messages         messages never sent because the service would refuse them
 //	wrong_shard_aggregates   aggregates that landed where some of their records do not belong
 //	rerouted_messages        messages routed again after a resharding
+//	service_distributed_messages  messages written unaggregated to an AUTO stream
+//	distribution_switches    switches of the stream's distribution strategy adopted
 //	aggregate_bytes          distribution: size of the aggregates sent
 //
 // # Runners

@@ -24,7 +24,8 @@ func init() {
 // coder encodes them.
 type Message struct {
 	// PartitionKey decides the shard (by its MD5 hash) unless ExplicitHashKey is set, and
-	// groups records for ordering. 1 to 256 characters.
+	// groups records for ordering. 1 to 256 characters; it may be empty only on a stream
+	// that distributes records itself (RecordDistributionStrategy AUTO), which ignores it.
 	PartitionKey string
 	// ExplicitHashKey, when set, is the decimal 128-bit hash key that decides the shard
 	// instead of the partition key's hash.

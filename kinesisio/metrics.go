@@ -32,6 +32,9 @@ var (
 	readUnavailable      = beam.NewCounter(metricsNamespace, "unavailable")
 	aggregatesPassed     = beam.NewCounter(metricsNamespace, "aggregates_passed_through")
 	aggregatesOutOfRange = beam.NewCounter(metricsNamespace, "aggregates_outside_shard")
+	// aggregatesKeptOnAuto counts the aggregates outside their shard's range read whole
+	// because the stream distributes records itself (AUTO).
+	aggregatesKeptOnAuto = beam.NewCounter(metricsNamespace, "aggregates_outside_shard_kept")
 	dataLossSkips        = beam.NewCounter(metricsNamespace, "data_loss_skips")
 	shardsDiscovered     = beam.NewCounter(metricsNamespace, "shards_discovered")
 	millisBehindLatest   = beam.NewGauge(metricsNamespace, "millis_behind_latest")
@@ -60,6 +63,12 @@ var (
 	writeWrongShard     = beam.NewCounter(writeNamespace, "wrong_shard_aggregates")
 	writeRerouted       = beam.NewCounter(writeNamespace, "rerouted_messages")
 	writeAggregateSizes = beam.NewDistribution(writeNamespace, "aggregate_bytes")
+	// writeServiceDistributed counts the messages written as records of their own,
+	// although aggregation is on, to a stream that distributes records itself (AUTO).
+	writeServiceDistributed = beam.NewCounter(writeNamespace, "service_distributed_messages")
+	// writeDistributionSwitches counts the switches of the stream's distribution strategy
+	// a writer adopted while it ran.
+	writeDistributionSwitches = beam.NewCounter(writeNamespace, "distribution_switches")
 )
 
 // Enhanced fan-out metrics, beside the read metrics polling also counts (records, bytes,

@@ -115,6 +115,9 @@ func (r *shardReader) emitRecords(ctx context.Context, st *readState, rt *sdf.Lo
 // magic but fails its checksum or does not parse is passed through whole (and counted), and
 // an aggregate holding a user record outside the shard's hash range is dropped whole (and
 // counted): the producer routed it to the wrong shard, and the right shard has it too.
+// Unlike the KCL, such an aggregate is kept whole on a stream that distributes records
+// itself (RecordDistributionStrategy AUTO), where hash keys say nothing of the shard and no
+// other shard has its records.
 func (r *shardReader) userRecords(ctx context.Context, st *readState, kr *types.Record, buf []kpl.UserRecord) ([]kpl.UserRecord, bool) {
 	raw := append(buf, kpl.UserRecord{PartitionKey: aws.ToString(kr.PartitionKey), Data: kr.Data})
 	if !r.spec.Deaggregate {
@@ -134,10 +137,37 @@ func (r *shardReader) userRecords(ctx context.Context, st *readState, kr *types.
 	}
 	for i := range urs {
 		if !st.hr.contains(urs[i]) {
+			if r.serviceDistributed(ctx, st.d) {
+				aggregatesKeptOnAuto.Inc(ctx, 1)
+				return urs, true
+			}
 			aggregatesOutOfRange.Inc(ctx, 1)
 			log.Warnf(ctx, "kinesisio: aggregate %s of %v holds user records outside the shard's hash range; dropping it as the KCL does", aws.ToString(kr.SequenceNumber), st.d)
 			return nil, true
 		}
 	}
 	return urs, true
+}
+
+// distributionRecheck is how long a reader goes by what it last read of a stream's record
+// distribution strategy.
+const distributionRecheck = time.Minute
+
+// serviceDistributed reports whether d's stream distributes records itself, as
+// DescribeStreamSummary said at most distributionRecheck ago. The reader asks only when it
+// meets an aggregate outside its shard's range, which is rare on a keyed stream. If the
+// stream cannot be described, it reports false: the KCL's rule.
+func (r *shardReader) serviceDistributed(ctx context.Context, d shardDescriptor) bool {
+	r.distMu.Lock()
+	defer r.distMu.Unlock()
+	if time.Since(r.distChecked) < distributionRecheck {
+		return r.distAuto
+	}
+	sum, err := r.api.DescribeStreamSummary(ctx, d.Stream)
+	if err != nil {
+		log.Warnf(ctx, "kinesisio: describing stream %s for its record distribution strategy: %v; taking it as keyed", d.Stream, err)
+		return false
+	}
+	r.distChecked, r.distAuto = time.Now(), sum.RecordDistributionStrategy == types.RecordDistributionStrategyAuto
+	return r.distAuto
 }

@@ -86,6 +86,12 @@ type shardReader struct {
 	// cp is the checkpoint table, or nil.
 	cp *checkpoint.Checkpointer
 
+	// distMu guards distAuto, whether the stream distributes records itself as
+	// DescribeStreamSummary said at distChecked (read_emit.go).
+	distMu      sync.Mutex
+	distAuto    bool
+	distChecked time.Time
+
 	// consumerMu guards consumerARN, the enhanced fan-out consumer once resolved.
 	consumerMu  sync.Mutex
 	consumerARN string

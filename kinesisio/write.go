@@ -51,6 +51,20 @@ func init() {
 // when the budget is full and holds the shard's next records back until it is paid off,
 // so large records are for intermittent use, as the service intends.
 //
+// Streams that distribute records themselves: on an on-demand stream whose
+// RecordDistributionStrategy is AUTO the service picks each record's shard and ignores
+// partition keys and explicit hash keys. Write reads the strategy with the record size
+// limit; on such a stream it never aggregates (KCL consumers drop the user records of an
+// aggregate that lands outside their shard's range, and on AUTO an aggregate lands on any
+// shard), does not route or pace by shard, and takes messages without a partition key. It
+// logs this once and counts the messages in service_distributed_messages. A switch of the
+// strategy while the job runs is picked up with the next shard map (every
+// WithShardMapRefreshInterval) or at once on evidence of it: an aggregate that lands
+// outside its shard (it is written again as records of their own, so nothing is lost; a
+// reader that kept the first copy sees its records twice), or a request refused for a
+// message without a partition key once the stream routes by key again (such messages then
+// go to the failed output as invalid, with the reason).
+//
 // A bundle finishes only when all its messages are acknowledged or failed, so the write is
 // at-least-once: a retried bundle, a lost response or a resharding (see Delivery guarantees
 // in the package documentation) can write a message twice. Failed messages keep their event
@@ -58,7 +72,8 @@ func init() {
 //
 // Metrics (namespace "kinesisio.Write"): user_records, kinesis_records, bytes,
 // putrecords_calls, throttled_entries, retries, failed_messages, invalid_messages,
-// wrong_shard_aggregates, rerouted_messages, and the distribution aggregate_bytes.
+// wrong_shard_aggregates, rerouted_messages, service_distributed_messages,
+// distribution_switches, and the distribution aggregate_bytes.
 func Write(s beam.Scope, stream string, msgs beam.PCollection, opts ...Option) beam.PCollection {
 	const transform = "kinesisio.Write"
 	s = s.Scope(transform)
@@ -85,6 +100,8 @@ type writeFn struct {
 	p        *producer.Producer
 	reported producer.Stats
 	pending  int // messages seen since the last metrics report
+	// serviceDistributed is what the writer last said of the stream's distribution.
+	serviceDistributed bool
 }
 
 func (fn *writeFn) Setup(ctx context.Context) error {
@@ -96,45 +113,66 @@ func (fn *writeFn) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
 	}
-	policy := backoff.Policy{Retries: fn.Retry.NumRetries, Initial: fn.Retry.RetryInterval, Max: fn.Retry.MaxRetryInterval}
-	maxRecord, err := writerMaxRecordBytes(ctx, client, fn.Stream, policy)
+	policy := fn.Retry.policy()
+	settings, err := writerStreamSettings(ctx, client, fn.Stream, policy)
 	if err != nil {
 		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
 	}
+	maxRecord := settings.MaxRecordBytes
 	p, err := producer.New(client, producer.Config{
-		Stream:           fn.Stream,
-		Limits:           fn.Write.limits(maxRecord),
-		MaxBufferedTime:  fn.Write.RecordMaxBufferedTime,
-		MaxConnections:   fn.Write.MaxConnections,
-		MaxBufferedBytes: fn.Write.MaxBufferedBytes,
-		RateLimitPercent: fn.Write.RateLimitPercent,
-		Retry:            policy,
-		ShardMapRefresh:  fn.Write.ShardMapRefresh,
-		ShardMapMinGap:   shardMapMinGap,
+		Stream:             fn.Stream,
+		Limits:             fn.Write.limits(maxRecord),
+		MaxBufferedTime:    fn.Write.RecordMaxBufferedTime,
+		MaxConnections:     fn.Write.MaxConnections,
+		MaxBufferedBytes:   fn.Write.MaxBufferedBytes,
+		RateLimitPercent:   fn.Write.RateLimitPercent,
+		Retry:              policy,
+		ShardMapRefresh:    fn.Write.ShardMapRefresh,
+		ShardMapMinGap:     shardMapMinGap,
+		ServiceDistributed: settings.ServiceDistributed,
 	})
 	if err != nil {
 		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
 	}
-	fn.p, fn.reported = p, producer.Stats{}
-	log.Debugf(ctx, "kinesisio.Write to %q: started with %s, aggregation %v, record size limit %d bytes", fn.Stream, fn.Client.credentialsSource(), fn.Write.Aggregate, maxRecord)
+	fn.p, fn.reported, fn.serviceDistributed = p, producer.Stats{}, false
+	fn.noteDistribution(ctx)
+	log.Debugf(ctx, "kinesisio.Write to %q: started with %s, aggregation %v, record size limit %d bytes, the service distributing records %v", fn.Stream, fn.Client.credentialsSource(), fn.Write.Aggregate, maxRecord, settings.ServiceDistributed)
 	return nil
 }
 
-// writerMaxRecordBytes returns the record size limit a writer to stream uses: the
-// stream's MaxRecordSizeInKiB, or the default 1 MiB with a warning when the writer may not
-// describe the stream (a role that allows only ListShards and PutRecords keeps working as
-// before large records).
-func writerMaxRecordBytes(ctx context.Context, api producer.Describer, stream string, policy backoff.Policy) (int, error) {
-	n, err := producer.StreamMaxRecordBytes(ctx, api, stream, policy)
+// writerStreamSettings returns the settings a writer to stream works by: the stream's
+// record size limit (MaxRecordSizeInKiB) and whether it distributes records itself
+// (RecordDistributionStrategy AUTO). A writer that may not describe the stream (a role
+// that allows only ListShards and PutRecords) warns and keeps to 1 MiB, routing by key.
+func writerStreamSettings(ctx context.Context, api producer.Describer, stream string, policy backoff.Policy) (producer.StreamSettings, error) {
+	s, err := producer.DescribeStream(ctx, api, stream, policy)
 	if err == nil {
-		return n, nil
+		return s, nil
 	}
 	var apiErr smithy.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "AccessDeniedException" {
-		return 0, fmt.Errorf("describing the stream for its record size limit: %w", err)
+		return s, fmt.Errorf("describing the stream for its record size limit and distribution strategy: %w", err)
 	}
-	log.Warnf(ctx, "kinesisio.Write to %q: cannot describe the stream (%v); assuming the default record size limit of 1 MiB. Allow kinesis:DescribeStreamSummary to write larger records to a stream that takes them.", stream, err)
-	return batch.DefaultMaxRecordBytes, nil
+	log.Warnf(ctx, "kinesisio.Write to %q: cannot describe the stream (%v); assuming the default record size limit of 1 MiB and keyed distribution. Allow kinesis:DescribeStreamSummary to write larger records to a stream that takes them, and to write to a stream that distributes records itself (AUTO) without KPL aggregation.", stream, err)
+	return producer.StreamSettings{MaxRecordBytes: batch.DefaultMaxRecordBytes}, nil
+}
+
+// noteDistribution logs, once per writer and switch, that the stream distributes records
+// itself (or no longer does), and what the writer does about it.
+func (fn *writeFn) noteDistribution(ctx context.Context) {
+	auto := fn.p.ServiceDistributed()
+	if auto == fn.serviceDistributed {
+		return
+	}
+	fn.serviceDistributed = auto
+	switch {
+	case auto && fn.Write.Aggregate:
+		log.Infof(ctx, "kinesisio.Write to %q: the stream distributes records itself (RecordDistributionStrategy AUTO): messages are written as records of their own, without KPL aggregation (KCL consumers would drop an aggregate's records on any shard but their own), and need no partition key", fn.Stream)
+	case auto:
+		log.Infof(ctx, "kinesisio.Write to %q: the stream distributes records itself (RecordDistributionStrategy AUTO): messages need no partition key", fn.Stream)
+	default:
+		log.Infof(ctx, "kinesisio.Write to %q: the stream routes records by partition key again (RecordDistributionStrategy USER_PARTITION_KEY): messages without a partition key are invalid", fn.Stream)
+	}
 }
 
 // StartBundle takes the emitter only because Beam requires every method to declare the
@@ -254,6 +292,9 @@ func (fn *writeFn) report(ctx context.Context) {
 	add(writeFailures, now.Failures, last.Failures)
 	add(writeWrongShard, now.WrongShard, last.WrongShard)
 	add(writeRerouted, now.Rerouted, last.Rerouted)
+	add(writeServiceDistributed, now.Unaggregated, last.Unaggregated)
+	add(writeDistributionSwitches, now.DistributionSwitches, last.DistributionSwitches)
+	fn.noteDistribution(ctx)
 	for _, size := range fn.p.AggregateSizes() {
 		writeAggregateSizes.Update(ctx, int64(size))
 	}

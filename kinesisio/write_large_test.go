@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/producer"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
@@ -198,11 +199,11 @@ func TestWriterRecordLimitWithoutDescribePermission(t *testing.T) {
 	ctx := context.Background()
 	policy := backoff.Policy{Retries: 1, Initial: time.Millisecond, Max: time.Millisecond}
 	denied := describeErr{&smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform kinesis:DescribeStreamSummary"}}
-	if n, err := writerMaxRecordBytes(ctx, denied, "s", policy); err != nil || n != 1<<20 {
-		t.Errorf("access denied: %d, %v; want 1 MiB and no error", n, err)
+	if s, err := writerStreamSettings(ctx, denied, "s", policy); err != nil || s != (producer.StreamSettings{MaxRecordBytes: 1 << 20}) {
+		t.Errorf("access denied: %+v, %v; want 1 MiB, keyed, and no error", s, err)
 	}
 	missing := describeErr{&smithy.GenericAPIError{Code: "ResourceNotFoundException", Message: "Stream s not found"}}
-	if _, err := writerMaxRecordBytes(ctx, missing, "s", policy); err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") {
+	if _, err := writerStreamSettings(ctx, missing, "s", policy); err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") {
 		t.Errorf("missing stream: %v, want an error naming ResourceNotFoundException", err)
 	}
 }

@@ -1,15 +1,10 @@
 package producer
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/batch"
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 )
 
@@ -25,38 +20,6 @@ const (
 // requests (a first request also opens its connection), which would otherwise show up as
 // throttled entries at the start of a write and after every pause.
 const limiterBurst = 950 * time.Millisecond
-
-// Describer is the part of the Kinesis client StreamMaxRecordBytes uses.
-type Describer interface {
-	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
-}
-
-// StreamMaxRecordBytes returns stream's record size limit in bytes (partition key + data)
-// as DescribeStreamSummary reports it in MaxRecordSizeInKiB, retrying by policy. A summary
-// without the field (a service or emulator that predates large records) means the default
-// 1 MiB.
-//
-// New does not call it: Config.Limits is derived from the limit, and when the stream may
-// not be described, what to do instead is the caller's choice (kinesisio.Write warns and
-// keeps to 1 MiB).
-func StreamMaxRecordBytes(ctx context.Context, api Describer, stream string, policy backoff.Policy) (int, error) {
-	var out *kinesis.DescribeStreamSummaryOutput
-	err := backoff.Do(ctx, policy, func(ctx context.Context) error {
-		var err error
-		out, err = api.DescribeStreamSummary(ctx, streamarn.SummaryInput(stream))
-		return err
-	}, nil)
-	if err != nil {
-		return 0, err
-	}
-	if out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.MaxRecordSizeInKiB == nil {
-		return batch.DefaultMaxRecordBytes, nil
-	}
-	kib := int(*out.StreamDescriptionSummary.MaxRecordSizeInKiB)
-	// Clamp to what the service documents (1024..10240 KiB), so a stray value can neither
-	// refuse every record nor make requests the service would reject whole.
-	return min(max(kib<<10, batch.DefaultMaxRecordBytes), batch.MaxRecordBytes), nil
-}
 
 // tooLarge explains why rec cannot be written to a stream whose record size limit is
 // limit, and what to do about it.

@@ -34,23 +34,6 @@ func raiseMaxRecordSize(t *testing.T, srv *kinesistest.Server, stream string, ki
 	}
 }
 
-func TestStreamMaxRecordBytesReadsTheStreamsLimit(t *testing.T) {
-	srv := startServer(t, "s", 1)
-	ctx := context.Background()
-	policy := testConfig("s", true).Retry
-	got, err := StreamMaxRecordBytes(ctx, srv.Client(), "s", policy)
-	if err != nil || got != 1<<20 {
-		t.Fatalf("default stream: %d, %v; want 1 MiB", got, err)
-	}
-	raiseMaxRecordSize(t, srv, "s", 5000)
-	if got, err := StreamMaxRecordBytes(ctx, srv.Client(), "s", policy); err != nil || got != 5000<<10 {
-		t.Fatalf("stream raised to 5000 KiB: %d, %v", got, err)
-	}
-	if _, err := StreamMaxRecordBytes(ctx, srv.Client(), "missing", policy); err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") {
-		t.Fatalf("missing stream: %v, want ResourceNotFoundException", err)
-	}
-}
-
 // A stream raised to 10 MiB takes 3 and 9 MiB records among aggregated small ones, with the
 // service's limits on, each exactly once; the buffer bound (4 MiB, below a single 9 MiB
 // record's cost) holds everywhere except for a record alone in the buffer, and Put never
@@ -60,10 +43,11 @@ func TestLargeRecordsToARaisedStreamLandOnceUnderASmallBufferBound(t *testing.T)
 	raiseMaxRecordSize(t, srv, "big", 10240)
 	ctx := context.Background()
 	cfg := testConfig("big", true)
-	maxRecord, err := StreamMaxRecordBytes(ctx, srv.Client(), "big", cfg.Retry)
+	settings, err := DescribeStream(ctx, srv.Client(), "big", cfg.Retry)
 	if err != nil {
 		t.Fatal(err)
 	}
+	maxRecord := settings.MaxRecordBytes
 	cfg.Limits.MaxRecordBytes, cfg.Limits.MaxRequestBytes = maxRecord, batch.RequestBytesFor(maxRecord)
 	cfg.MaxBufferedBytes = 4 << 20
 	cfg.Retry.Retries = 30

@@ -110,7 +110,7 @@ func (p *Producer) assemble(now time.Time) (*batch.Request, time.Duration) {
 			if !req.Fits(e, p.cfg.Limits) {
 				break
 			}
-			if p.limiter != nil {
+			if p.limiter != nil && shard != autoQueue {
 				ok, w := p.limiter.TryTake(shard, 1, e.Size())
 				if !ok {
 					soonest(max(w, minBatchWait))

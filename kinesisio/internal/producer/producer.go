@@ -15,8 +15,9 @@
 // sooner when a result shows a resharding), the records held for shards it changed are
 // routed again (reroute.go).
 //
-// New makes no calls; the caller reads the stream's record size limit with
-// StreamMaxRecordBytes first, to build Config.Limits from it.
+// New makes no calls; the caller reads the stream's settings with DescribeStream first, to
+// build Config.Limits from its record size limit and to say whether the stream distributes
+// records itself (distribution.go).
 package producer
 
 import (
@@ -36,12 +37,20 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 )
 
-// CodeCanceled is the ErrorCode of records whose request was cancelled by Close.
-const CodeCanceled = "Canceled"
+// Error codes of failures that carry no code of the service's.
+const (
+	// CodeCanceled is the ErrorCode of records whose request was cancelled by Close.
+	CodeCanceled = "Canceled"
+	// CodeInvalid is the ErrorCode of records found invalid after Put accepted them: a
+	// record without a partition key once its stream no longer distributes records itself.
+	// It is kinesisio.ErrorCodeInvalidMessage.
+	CodeInvalid = "InvalidMessage"
+)
 
 // API is the part of the Kinesis client the producer uses.
 type API interface {
 	route.Lister
+	Describer
 	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
 }
 
@@ -69,6 +78,9 @@ type Config struct {
 	// ShardMapMinGap is the shortest time between listings caused by evidence of
 	// resharding.
 	ShardMapMinGap time.Duration
+	// ServiceDistributed says the stream distributes records itself when the producer
+	// starts (StreamSettings; distribution.go).
+	ServiceDistributed bool
 }
 
 // Failure is a user record the producer gave up on.
@@ -109,10 +121,16 @@ type Stats struct {
 	WrongShard       int64 // aggregates that landed where some of their records do not belong
 	Rerouted         int64 // buffered or retried user records routed again after a resharding
 	ShardMapRefresh  int64 // shard maps adopted after the first
+	// Unaggregated counts the user records sent as records of their own, although
+	// aggregation is on, because the stream distributes records itself.
+	Unaggregated int64
+	// DistributionSwitches counts the switches of the stream's distribution strategy the
+	// producer adopted after it started.
+	DistributionSwitches int64
 }
 
 type stats struct {
-	userRecords, kinesisRecords, bytes, calls, throttled, retries, failures, wrongShard, rerouted, refresh atomic.Int64
+	userRecords, kinesisRecords, bytes, calls, throttled, retries, failures, wrongShard, rerouted, refresh, unaggregated, switches atomic.Int64
 }
 
 // Producer writes user records to one stream. Put and Flush are called by one goroutine;
@@ -145,6 +163,10 @@ type Producer struct {
 	failures    []Failure
 	aggSizes    []int
 	closed      bool
+	// auto says the stream distributes records itself; autoChecked is the generation of
+	// the shard map it was last read for (distribution.go).
+	auto        bool
+	autoChecked uint64
 }
 
 // New starts a producer. It lists no shards until the first Put.
@@ -166,6 +188,7 @@ func New(api API, cfg Config) (*Producer, error) {
 		done:   make(chan struct{}),
 		aggs:   batch.NewAggregates(cfg.Limits),
 		queues: make(map[string][]*batch.Entry),
+		auto:   cfg.ServiceDistributed,
 	}
 	if cfg.RateLimitPercent > 0 {
 		f := float64(cfg.RateLimitPercent) / 100
@@ -182,7 +205,15 @@ func New(api API, cfg Config) (*Producer, error) {
 // bytes are over the limit, except that a record is always accepted when nothing is
 // buffered, so that one record larger than the bound cannot block forever.
 func (p *Producer) Put(ctx context.Context, rec kpl.UserRecord, meta any) error {
-	if err := rec.Validate(); err != nil {
+	m, err := p.router.Current(ctx)
+	if err != nil {
+		return err
+	}
+	p.checkDistributionFor(ctx, m)
+	p.mu.Lock()
+	auto := p.auto
+	p.mu.Unlock()
+	if err := validate(rec, auto); err != nil {
 		return &InvalidError{Reason: err.Error()}
 	}
 	if rec.Data == nil {
@@ -199,10 +230,6 @@ func (p *Producer) Put(ctx context.Context, rec kpl.UserRecord, meta any) error 
 		return &InvalidError{Reason: err.Error()}
 	}
 	it.Hash = h
-	m, err := p.router.Current(ctx)
-	if err != nil {
-		return err
-	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -285,6 +312,7 @@ func (p *Producer) Stats() Stats {
 		UserRecords: s.userRecords.Load(), KinesisRecords: s.kinesisRecords.Load(), Bytes: s.bytes.Load(),
 		PutRecordsCalls: s.calls.Load(), ThrottledEntries: s.throttled.Load(), Retries: s.retries.Load(),
 		Failures: s.failures.Load(), WrongShard: s.wrongShard.Load(), Rerouted: s.rerouted.Load(), ShardMapRefresh: s.refresh.Load(),
+		Unaggregated: s.unaggregated.Load(), DistributionSwitches: s.switches.Load(),
 	}
 }
 

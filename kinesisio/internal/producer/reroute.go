@@ -1,6 +1,8 @@
 package producer
 
 import (
+	"fmt"
+
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/batch"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/route"
 )
@@ -49,8 +51,16 @@ func (p *Producer) adopt(m *route.Map) {
 	}
 }
 
-// place routes it to its shard's aggregate or queue. p.mu is held.
+// place routes it to its shard's aggregate or queue, or on a stream that distributes
+// records itself, to the one queue as a record of its own. p.mu is held.
 func (p *Producer) place(it *batch.Item) {
+	if p.auto {
+		if p.cfg.Limits.Aggregate {
+			p.stats.unaggregated.Add(1)
+		}
+		p.enqueue(batch.Raw(autoQueue, it))
+		return
+	}
 	s, ok := p.m.Lookup(it.Hash)
 	if !ok {
 		// A gap in a map taken mid-resharding: send the record alone (an aggregate must
@@ -71,8 +81,19 @@ func (p *Producer) place(it *batch.Item) {
 // requeue puts a retried entry back: into its queue when its shard is still current, or,
 // for an aggregate whose shard is gone, as user records routed afresh. p.mu is held.
 func (p *Producer) requeue(e *batch.Entry) {
-	if _, ok := p.m.Shard(e.Shard); ok || !e.Aggregated() {
-		if !e.Aggregated() {
+	if p.auto != (e.Shard == autoQueue) {
+		// The stream switched strategy since e was queued: place its records afresh.
+		for _, it := range e.Items {
+			if err := validate(it.Record, p.auto); err != nil {
+				p.fail([]*batch.Item{it}, CodeInvalid, fmt.Sprintf("invalid message: %v (the stream no longer distributes records itself)", err))
+				continue
+			}
+			p.place(it)
+		}
+		return
+	}
+	if _, ok := p.m.Shard(e.Shard); ok || !e.Aggregated() || p.auto {
+		if !e.Aggregated() && !p.auto {
 			if s, ok := p.m.Lookup(e.Items[0].Hash); ok {
 				e.Shard = s.ID
 			}

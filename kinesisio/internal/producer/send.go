@@ -27,7 +27,10 @@ func (p *Producer) send(req *batch.Request) {
 		for _, it := range e.Items {
 			it.Attempts++
 		}
-		in.Records[i] = types.PutRecordsRequestEntry{Data: e.Record.Data, PartitionKey: aws.String(e.Record.PartitionKey)}
+		in.Records[i] = types.PutRecordsRequestEntry{Data: e.Record.Data}
+		if e.Record.PartitionKey != "" { // none on a stream that distributes records itself
+			in.Records[i].PartitionKey = aws.String(e.Record.PartitionKey)
+		}
 		if e.Record.ExplicitHashKey != "" {
 			in.Records[i].ExplicitHashKey = aws.String(e.Record.ExplicitHashKey)
 		}
@@ -48,14 +51,20 @@ func (p *Producer) send(req *batch.Request) {
 		// Large records were charged when they left; the service counted them on arrival.
 		inFlight := time.Since(sent)
 		for _, e := range req.Entries {
-			p.limiter.Answered(e.Shard, e.Size(), inFlight)
+			if e.Shard != autoQueue {
+				p.limiter.Answered(e.Shard, e.Size(), inFlight)
+			}
 		}
 	}
 
-	// Evidence of resharding needs a fresh map before deciding where records belong.
+	// Evidence of resharding needs a fresh map before deciding where records belong, and
+	// evidence of a switch of the stream's distribution strategy the strategy.
 	var m *route.Map
 	if err == nil {
 		m = p.mapForResults(req, out)
+	}
+	if p.switchSuspected(req, out, err) {
+		p.checkDistribution(p.ctx)
 	}
 
 	p.mu.Lock()
@@ -71,6 +80,12 @@ func (p *Producer) send(req *batch.Request) {
 	if err != nil {
 		code, reason := describe(err)
 		for _, e := range req.Entries {
+			if invalidRequest(err) && p.auto != (e.Shard == autoQueue) {
+				// Refused for a strategy the stream no longer has: place the records
+				// afresh (requeue fails those without a key that now need one).
+				p.requeue(e)
+				continue
+			}
 			p.fail(e.Items, code, fmt.Sprintf("PutRecords failed: %s", reason))
 		}
 		return
@@ -108,6 +123,9 @@ func (p *Producer) mapForResults(req *batch.Request, out *kinesis.PutRecordsOutp
 	p.mu.Unlock()
 	evidence := false
 	for i, e := range req.Entries {
+		if e.Shard == autoQueue {
+			continue // the service picks the shard: where it landed says nothing
+		}
 		res := out.Records[i]
 		if res.ErrorCode != nil || aws.ToString(res.ShardId) == e.Shard {
 			continue
@@ -126,6 +144,36 @@ func (p *Producer) mapForResults(req *batch.Request, out *kinesis.PutRecordsOutp
 		return nil
 	}
 	return m
+}
+
+// switchSuspected reports whether a request's outcome hints that the stream switched its
+// distribution strategy: an aggregate that landed on a shard other than its own (AUTO
+// ignores the explicit hash key), or a request refused as invalid while records without a
+// partition key were in it (the stream left AUTO). Not under p.mu.
+func (p *Producer) switchSuspected(req *batch.Request, out *kinesis.PutRecordsOutput, err error) bool {
+	if err != nil {
+		return invalidRequest(err)
+	}
+	for i, e := range req.Entries {
+		res := out.Records[i]
+		if e.Aggregated() && res.ErrorCode == nil && aws.ToString(res.ShardId) != e.Shard {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidRequest reports whether the service refused a whole request as invalid.
+func invalidRequest(err error) bool {
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode() {
+	case "ValidationException", "InvalidArgumentException", "SerializationException":
+		return true
+	}
+	return false
 }
 
 // belongs reports whether every record of e lies in the range of shard landed, by the
