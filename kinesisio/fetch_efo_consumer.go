@@ -126,6 +126,10 @@ func (r *shardReader) registerConsumer(ctx context.Context, streamARN *string, b
 		arn = aws.ToString(consumer.ConsumerARN)
 		log.Infof(ctx, "kinesisio: registered enhanced fan-out consumer %s", arn)
 		return arn, string(consumer.ConsumerStatus), nil
+	case isConsumerLimit(err):
+		if lerr := r.consumerLimitError(ctx, err); lerr != nil {
+			return "", "", lerr
+		}
 	case errors.As(err, &inUse):
 		desc, err := r.api.DescribeStreamConsumer(ctx, byName)
 		if isNotFound(err) {
@@ -137,4 +141,53 @@ func (r *shardReader) registerConsumer(ctx context.Context, streamARN *string, b
 		return aws.ToString(desc.ConsumerARN), string(desc.ConsumerStatus), nil
 	}
 	return "", "", fmt.Errorf("registering it: %w", err)
+}
+
+// The service's limits on the consumers registered to one stream: 20, or 50 for an
+// on-demand stream while the account has the On-demand Advantage minimum throughput billing
+// commitment (UpdateAccountSettings). Registering one more answers LimitExceededException,
+// which is also the answer to registering too fast (5 a second per account, at most 5
+// consumers CREATING at once).
+const (
+	consumersPerStream          = 20
+	consumersPerStreamCommitted = 50
+)
+
+// isConsumerLimit reports whether err is a LimitExceededException.
+func isConsumerLimit(err error) bool {
+	var limit *types.LimitExceededException
+	return errors.As(err, &limit)
+}
+
+// consumerLimitError tells a stream at its consumer limit from a registration refused for
+// its rate: when the stream has as many consumers as the limit allows, it returns the error
+// that fails the read (it is not ridden out), saying which limit and how to raise it; nil
+// otherwise.
+func (r *shardReader) consumerLimitError(ctx context.Context, cause error) error {
+	sum, err := r.api.DescribeStreamSummary(ctx, r.spec.Stream)
+	if err != nil || aws.ToInt32(sum.ConsumerCount) < consumersPerStream {
+		return nil
+	}
+	limit, committed := consumersPerStream, false
+	onDemand := sum.StreamModeDetails != nil && sum.StreamModeDetails.StreamMode == types.StreamModeOnDemand
+	if settings, err := r.api.DescribeAccountSettings(ctx); err == nil && settings.MinimumThroughputBillingCommitment != nil {
+		switch settings.MinimumThroughputBillingCommitment.Status {
+		case types.MinimumThroughputBillingCommitmentOutputStatusEnabled, types.MinimumThroughputBillingCommitmentOutputStatusEnabledUntilEarliestAllowedEnd:
+			committed = true
+		}
+	}
+	if committed && onDemand {
+		limit = consumersPerStreamCommitted
+	}
+	what := fmt.Sprintf("registering it: the stream already has %d registered consumers, the limit of %d", aws.ToInt32(sum.ConsumerCount), limit)
+	how := "deregister a consumer the stream no longer needs (DeregisterStreamConsumer), share one with WithEnhancedFanOutConsumerARN, or read by polling (without WithEnhancedFanOut)"
+	switch {
+	case limit == consumersPerStreamCommitted:
+		what += " for an on-demand stream under the minimum throughput billing commitment"
+	case onDemand:
+		what += fmt.Sprintf(" without the On-demand Advantage minimum throughput billing commitment, which raises it to %d (UpdateAccountSettings; it is billed, for at least 24 hours)", consumersPerStreamCommitted)
+	default:
+		what += fmt.Sprintf(" for a provisioned stream (an on-demand stream under the On-demand Advantage minimum throughput billing commitment allows %d)", consumersPerStreamCommitted)
+	}
+	return noRideOut{fmt.Errorf("%s; %s: %w", what, how, cause)}
 }

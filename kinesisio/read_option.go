@@ -205,6 +205,10 @@ var consumerARNPattern = regexp.MustCompile(`^arn:aws[a-z0-9-]*:kinesis:[a-z0-9-
 // open from one ProcessElement call to the next on the same worker, and a caught-up reader
 // returns to the runner between events, so that it does not hold the other shards a runner
 // put in the same bundle.
+//
+// A stream has at most 20 registered consumers (50 for an on-demand stream under the
+// On-demand Advantage minimum throughput billing commitment): a read that would register
+// one more fails when it starts, saying which limit it met and how to raise it.
 func WithEnhancedFanOut(consumerName string) Option {
 	return Option{name: "WithEnhancedFanOut", dirs: dirRead, apply: func(c *config) error {
 		if !streamNamePattern.MatchString(consumerName) {

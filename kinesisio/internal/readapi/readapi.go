@@ -163,6 +163,23 @@ func (c *Client) DescribeStreamSummary(ctx context.Context, stream string) (*typ
 	return out.StreamDescriptionSummary, nil
 }
 
+// account names the account in log lines.
+type account struct{}
+
+func (account) String() string { return "the account" }
+
+// DescribeAccountSettings describes the account's settings (its minimum throughput billing
+// commitment).
+func (c *Client) DescribeAccountSettings(ctx context.Context) (*kinesis.DescribeAccountSettingsOutput, error) {
+	var out *kinesis.DescribeAccountSettingsOutput
+	err := c.do(ctx, "DescribeAccountSettings", account{}, func(ctx context.Context) error {
+		var err error
+		out, err = c.api.DescribeAccountSettings(ctx, &kinesis.DescribeAccountSettingsInput{})
+		return err
+	})
+	return out, err
+}
+
 // consumerName names a stream consumer in log lines.
 type consumerName struct {
 	in *kinesis.DescribeStreamConsumerInput
@@ -175,7 +192,8 @@ func (c consumerName) String() string {
 	return fmt.Sprintf("consumer %s of %s", aws.ToString(c.in.ConsumerName), aws.ToString(c.in.StreamARN))
 }
 
-// DescribeStreamConsumer describes the stream consumer in names.
+// DescribeStreamConsumer describes the stream consumer in names (by ARN, or by stream and
+// name).
 func (c *Client) DescribeStreamConsumer(ctx context.Context, in *kinesis.DescribeStreamConsumerInput) (*types.ConsumerDescription, error) {
 	var out *kinesis.DescribeStreamConsumerOutput
 	err := c.do(ctx, "DescribeStreamConsumer", consumerName{in}, func(ctx context.Context) error {
@@ -189,7 +207,7 @@ func (c *Client) DescribeStreamConsumer(ctx context.Context, in *kinesis.Describ
 	return out.ConsumerDescription, nil
 }
 
-// RegisterStreamConsumer registers the stream consumer in describes.
+// RegisterStreamConsumer registers the stream consumer in names.
 func (c *Client) RegisterStreamConsumer(ctx context.Context, in *kinesis.RegisterStreamConsumerInput) (*types.Consumer, error) {
 	var out *kinesis.RegisterStreamConsumerOutput
 	what := consumerName{&kinesis.DescribeStreamConsumerInput{StreamARN: in.StreamARN, ConsumerName: in.ConsumerName}}
