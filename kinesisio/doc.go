@@ -63,7 +63,10 @@
 // answer, and reads at the tip are at least 250ms apart, which leaves at least one read a
 // second to other consumers. A shard that is behind (MillisBehindLatest > 0) is read back to
 // back, fetching the next page while the last is emitted, until it has caught up; there the
-// service's limits (5 reads/s, 2 MiB/s) pace it, and throttled calls back off.
+// service's limits (5 reads/s, 2 MiB/s) pace it, and throttled calls back off. An answer
+// larger than 2 MiB (large records, up to 10 MiB) makes the service refuse the shard's reads
+// until its 2 MiB/s has paid for it, 5 seconds after a 10 MiB answer: the reader waits that
+// long before it reads the shard again, instead of meeting the refusals.
 // [WithIdleTimeBetweenReads] or a longer poll interval leaves more to other consumers.
 //
 // The connector paces its API calls by its own clock, since a runner may resume a

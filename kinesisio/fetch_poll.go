@@ -18,6 +18,11 @@ import (
 // one is already being fetched, so the reader keeps up with a plain GetRecords loop. A
 // call that checkpoints leaves its shard iterator in the worker's memo (worker_state.go)
 // for the call that resumes at exactly that position.
+//
+// After an answer larger than a shard's read rate allows in a second (large records), the
+// service refuses the shard's reads until the rate has paid for it: 5 seconds after a
+// 10 MiB answer. The poller waits that long before it reads again instead of meeting the
+// refusals (largeAnswerWait).
 type poller struct {
 	r   *shardReader
 	st  *readState
@@ -32,6 +37,31 @@ type poller struct {
 	lastCall    time.Time
 	// nextIterator is the NextShardIterator of the last response returned.
 	nextIterator *string
+	// readyAt is when the shard may be read again after a large answer.
+	readyAt time.Time
+}
+
+// shardReadBytesPerSecond is a shard's read rate, shared by its polling consumers.
+const shardReadBytesPerSecond = 2 << 20
+
+// largeAnswerWait is how long after it was sent an answer of size bytes keeps the shard's
+// reads refused: the time the shard's read rate takes to pay for it, for answers larger
+// than a second of it (smaller ones fit the rate's burst).
+func largeAnswerWait(size int64) time.Duration {
+	if size <= shardReadBytesPerSecond {
+		return 0
+	}
+	return time.Duration(size * int64(time.Second) / shardReadBytesPerSecond)
+}
+
+// answerBytes is what a GetRecords answer counts against the shard's read rate: its
+// records' data and partition keys.
+func answerBytes(records []types.Record) int64 {
+	n := dataBytes(records)
+	for i := range records {
+		n += int64(len(aws.ToString(records[i].PartitionKey)))
+	}
+	return n
 }
 
 func (r *shardReader) newPoller(st *readState, key shardKey) *poller {
@@ -65,6 +95,12 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 		if p.ahead != nil {
 			f, p.ahead = <-p.ahead, nil
 		} else {
+			if wait := time.Until(p.readyAt); wait > 0 {
+				if !st.bounded {
+					calls.notBefore(readsOf(p.key), p.readyAt)
+				}
+				return pauseFor(wait), nil
+			}
 			if spec.IdleTimeBetweenReads > 0 && !p.lastCall.IsZero() {
 				if err := backoff.Sleep(ctx, time.Until(p.lastCall.Add(spec.IdleTimeBetweenReads))); err != nil {
 					return fetched{}, fmt.Errorf("kinesisio: reading %v: %w", st.d, err)
@@ -95,7 +131,9 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 		}
 		out := f.out
 		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
-		if out.NextShardIterator != nil && !caughtUp && spec.IdleTimeBetweenReads == 0 &&
+		large := largeAnswerWait(answerBytes(out.Records))
+		p.readyAt = f.sent.Add(large)
+		if out.NextShardIterator != nil && !caughtUp && spec.IdleTimeBetweenReads == 0 && large == 0 &&
 			(st.bounded || (st.emitted+int64(len(out.Records)) < spec.MaxRecordsPerFetch && !st.timeUp(spec.MaxFetchTime))) {
 			p.ahead = make(chan fetchResult, 1)
 			actx, cancel := context.WithCancel(ctx)

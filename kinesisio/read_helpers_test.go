@@ -51,7 +51,7 @@ func startServer(t testing.TB, stream string, shards int, opts ...kinesistest.Op
 func connect(srv *kinesistest.Server, opts ...Option) []Option {
 	return append([]Option{
 		WithEndpoint(srv.URL()), WithRegion("us-east-1"), WithStaticCredentials("test", "test"),
-		WithRetries(20, 5*1e6, 50*1e6), // 5ms .. 50ms
+		WithRetries(20, 5*time.Millisecond, 50*time.Millisecond),
 	}, opts...)
 }
 
