@@ -110,11 +110,29 @@ flinkkinesis_deps() {
   echo "BEAMKINESIS_FLINK_KINESIS_JAR=$cache/flink-kinesis/flink-kinesis-anchor.jar"
 }
 
+# all_deps installs every component in three lanes at once, which mostly wait on the
+# network: npm; PyPI (the virtualenv, then Flink's jars); Maven (one build after the other,
+# since they share the local repository). Each lane's KEY=value lines are printed once all
+# have finished; a failed lane fails the whole.
+all_deps() {
+  local dir rc=0 pids=() lane
+  dir=$(mktemp -d)
+  ( npm_deps ) >"$dir/1" & pids+=($!)
+  ( python_deps && flink_deps ) >"$dir/2" & pids+=($!)
+  ( java_deps && kcl_deps && flinkkinesis_deps && jobserver_deps ) >"$dir/3" & pids+=($!)
+  for lane in "${pids[@]}"; do
+    wait "$lane" || rc=1
+  done
+  cat "$dir/1" "$dir/2" "$dir/3"
+  rm -rf "$dir"
+  [ "$rc" -eq 0 ] || die "installing the components failed (see the lines above)"
+}
+
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(all)
 for part in "${parts[@]}"; do
   case "$part" in
-    all) npm_deps; python_deps; java_deps; kcl_deps; flink_deps; jobserver_deps; flinkkinesis_deps ;;
+    all) all_deps ;;
     npm) npm_deps ;;
     python) python_deps ;;
     flink) flink_deps ;;
