@@ -195,6 +195,19 @@ type commitSpec struct {
 	Bounded    bool
 }
 
+// open opens the checkpoint table into *cp, unless it is open.
+func (s commitSpec) open(ctx context.Context, cp **checkpoint.Checkpointer) error {
+	if *cp != nil {
+		return nil
+	}
+	c, err := openCheckpointer(ctx, s.Client, s.Checkpoint)
+	if err != nil {
+		return err
+	}
+	*cp = c
+	return nil
+}
+
 // commitFn writes the commit tokens of the shard readers to the checkpoint table. It
 // keeps the furthest position of each shard in a bundle and writes them, concurrently, when
 // the bundle finishes: one conditional UpdateItem per shard per bundle, whatever the number
@@ -208,15 +221,7 @@ type commitFn struct {
 
 // Setup opens the checkpoint table.
 func (fn *commitFn) Setup(ctx context.Context) error {
-	if fn.cp != nil {
-		return nil
-	}
-	cp, err := openCheckpointer(ctx, fn.Spec.Client, fn.Spec.Checkpoint)
-	if err != nil {
-		return err
-	}
-	fn.cp = cp
-	return nil
+	return fn.Spec.open(ctx, &fn.cp)
 }
 
 // StartBundle starts with nothing to write.

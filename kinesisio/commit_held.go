@@ -257,15 +257,7 @@ func newHeldCommitFn(spec commitSpec, cut windowCut) *heldCommitFn {
 
 // Setup opens the checkpoint table.
 func (fn *heldCommitFn) Setup(ctx context.Context) error {
-	if fn.cp != nil {
-		return nil
-	}
-	cp, err := openCheckpointer(ctx, fn.Spec.Client, fn.Spec.Checkpoint)
-	if err != nil {
-		return err
-	}
-	fn.cp = cp
-	return nil
+	return fn.Spec.open(ctx, &fn.cp)
 }
 
 // ProcessElement holds tok until the end of its last window, and sets the timer to the

@@ -177,29 +177,40 @@ func (c *Checkpointer) shard(id string) *shardLease {
 // wait for, or a bounded read's end), so it is never dropped. A write the table refuses is
 // returned.
 func (c *Checkpointer) Commit(ctx context.Context, tok Token) error {
-	s := c.shard(tok.ShardID)
-	s.mu.Lock()
+	s, ok, err := c.lockedShard(tok)
 	defer s.mu.Unlock()
-	if s.lost != nil {
-		return nil
-	}
-	if err := s.refused; err != nil {
+	if !ok {
 		return err
-	}
-	if s.lease.ShardID == "" {
-		s.lease.ShardID, s.stream = tok.ShardID, tok.Stream
 	}
 	if s.held != nil {
 		// The table is unreachable: the retrier writes the furthest position once it answers.
 		c.holdLocked(ctx, s, tok, nil)
 		return nil
 	}
-	err := c.writeLocked(ctx, s, tok)
+	err = c.writeLocked(ctx, s, tok)
 	if err != nil && Unreachable(err) {
 		c.holdLocked(ctx, s, tok, err)
 		return nil
 	}
 	return err
+}
+
+// lockedShard locks tok's shard and reports whether a write for it may go ahead: not once
+// another owner took its lease (no error), nor after the table refused a held write of it
+// (that error). The caller unlocks s.mu.
+func (c *Checkpointer) lockedShard(tok Token) (s *shardLease, ok bool, err error) {
+	s = c.shard(tok.ShardID)
+	s.mu.Lock()
+	switch {
+	case s.lost != nil:
+		return s, false, nil
+	case s.refused != nil:
+		return s, false, s.refused
+	}
+	if s.lease.ShardID == "" {
+		s.lease.ShardID, s.stream = tok.ShardID, tok.Stream
+	}
+	return s, true, nil
 }
 
 // writeLocked writes tok's position to s's lease. s.mu is held.
@@ -243,24 +254,17 @@ func (c *Checkpointer) childrenOf(ctx context.Context, stream, shard string) []s
 // got its SHARD_END token, so the runner committed the read to the shard's end, and
 // children may be read; the checkpoint itself moves once the sinks wrote the records.
 func (c *Checkpointer) PrepareShardEnd(ctx context.Context, tok Token) error {
-	s := c.shard(tok.ShardID)
-	s.mu.Lock()
+	s, ok, err := c.lockedShard(tok)
 	defer s.mu.Unlock()
-	if s.lost != nil {
-		return nil
-	}
-	if err := s.refused; err != nil {
+	if !ok {
 		return err
-	}
-	if s.lease.ShardID == "" {
-		s.lease.ShardID, s.stream = tok.ShardID, tok.Stream
 	}
 	if s.held != nil || s.heldPrepare {
 		s.heldPrepare = true
 		c.stats.unavailable.Add(1)
 		return nil
 	}
-	err := c.prepareLocked(ctx, s, tok.Stream)
+	err = c.prepareLocked(ctx, s, tok.Stream)
 	if err != nil && Unreachable(err) {
 		s.heldPrepare = true
 		c.holdStartedLocked(ctx, s, "SHARD_END (prepared)", err)
