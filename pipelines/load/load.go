@@ -86,10 +86,10 @@ func (c *config) register(fs *flag.FlagSet) {
 	c.Kinesis.Register(fs)
 }
 
-// environment is what the embedded mode starts with; tests change it.
+// environment is what tests change: the options of the embedded server and of the client
+// of --warm_throughput_mibps.
 type environment struct {
-	serverOptions []kinesistest.Option
-	// warmClientOptions configure the client of --warm_throughput_mibps.
+	serverOptions     []kinesistest.Option
 	warmClientOptions []func(*kinesis.Options)
 }
 
