@@ -76,7 +76,7 @@ func (w warmup) run(ctx context.Context, logf func(format string, args ...any)) 
 	in.StreamName, in.StreamARN = streamInput(w.stream)
 	if _, err := w.client.UpdateStreamWarmThroughput(ctx, in); err != nil {
 		if ctx.Err() != nil {
-			return w.timedOut("updated", before)
+			return w.ended(ctx, "updated", before)
 		}
 		return w.refused(err, modeOf(before))
 	}
@@ -102,7 +102,7 @@ func (w warmup) waitFor(ctx context.Context, what string, ready func(*types.Stre
 		out, err := w.client.DescribeStreamSummary(ctx, in)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return nil, w.timedOut(what, last)
+			return nil, w.ended(ctx, what, last)
 		case err != nil:
 			return nil, fmt.Errorf("--warm_throughput_mibps: describing stream %s: %w", w.stream, err)
 		}
@@ -115,14 +115,18 @@ func (w warmup) waitFor(ctx context.Context, what string, ready func(*types.Stre
 		}
 		select {
 		case <-ctx.Done():
-			return nil, w.timedOut(what, last)
+			return nil, w.ended(ctx, what, last)
 		case <-time.After(poll):
 		}
 	}
 }
 
-// timedOut is the error of a wait that --warm_throughput_timeout ended.
-func (w warmup) timedOut(what string, last *types.StreamDescriptionSummary) error {
+// ended is the error of a wait for the stream to be what that ctx ended: its deadline,
+// --warm_throughput_timeout, or the command being stopped.
+func (w warmup) ended(ctx context.Context, what string, last *types.StreamDescriptionSummary) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("--warm_throughput_mibps: waiting for stream %s to be %s: %w", w.stream, what, ctx.Err())
+	}
 	seen := "no answer from DescribeStreamSummary"
 	if last != nil {
 		seen = fmt.Sprintf("%s with %s", last.StreamStatus, describeWarm(last.WarmThroughput))
