@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/pipelines/flinkrunner"
@@ -60,6 +64,10 @@ type config struct {
 	Aggregation bool
 	Shards      int
 	Kinesis     pipeflags.Kinesis
+	// WarmMiBps, when positive, warms the stream to that many MiB/s of write throughput
+	// before the load (warm.go), waiting at most WarmTimeout.
+	WarmMiBps   int
+	WarmTimeout time.Duration
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -71,18 +79,29 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Format, "format", formatText, "text: \"record <n> \" padded with letters; json: {\"id\":\"<n>\",\"ts\":<ms>,\"v\":<padding>}")
 	fs.BoolVar(&c.Aggregation, "aggregation", true, "pack records into KPL aggregates")
 	fs.IntVar(&c.Shards, "shards", 2, "shards of the embedded stream")
+	fs.IntVar(&c.WarmMiBps, "warm_throughput_mibps", 0, "before writing, set the stream's warm throughput to this many MiB/s of writes (UpdateStreamWarmThroughput) and wait until the stream is ACTIVE and that warm, for a backfill at full speed; "+
+		"only for ON_DEMAND streams of an account with the On-demand Advantage minimum throughput billing commitment (UpdateAccountSettings). COSTS MONEY: warm throughput is billed, "+
+		"and so is the commitment, for at least 24 hours once on; the setting stays after the load (0: leave the stream as it is)")
+	fs.DurationVar(&c.WarmTimeout, "warm_throughput_timeout", 15*time.Minute, "how long --warm_throughput_mibps waits for the stream to be warm before failing without writing")
 	c.Kinesis.Register(fs)
 }
 
-// environment is what the embedded mode starts with; tests change it.
+// environment is what tests change: the options of the embedded server and of the client
+// of --warm_throughput_mibps.
 type environment struct {
-	serverOptions []kinesistest.Option
+	serverOptions     []kinesistest.Option
+	warmClientOptions []func(*kinesis.Options)
 }
+
+// embeddedWarmDelay is how long the embedded stream stays UPDATING after a warm-throughput
+// update, so that the demo waits as a run against the service does (for minutes there).
+const embeddedWarmDelay = 500 * time.Millisecond
 
 // job is a resolved configuration.
 type job struct {
 	stream string
 	opts   []kinesisio.Option
+	warm   *warmup // nil: none
 	gen    generateFn
 	count  int64
 	rate   float64
@@ -111,21 +130,53 @@ func prepare(cfg config, env environment) (job, error) {
 		return job{}, fmt.Errorf("--format=%q: want %s or %s", cfg.Format, formatText, formatJSON)
 	case cfg.Stream == "" && cfg.Kinesis.Endpoint != "":
 		return job{}, errors.New("--kinesis_endpoint needs --stream, the stream to write there")
+	case cfg.WarmMiBps < 0 || cfg.WarmMiBps > math.MaxInt32:
+		return job{}, fmt.Errorf("--warm_throughput_mibps=%d: want MiB/s of write throughput, 0 for none", cfg.WarmMiBps)
+	case cfg.WarmMiBps > 0 && cfg.WarmTimeout <= 0:
+		return job{}, fmt.Errorf("--warm_throughput_timeout=%v must be positive", cfg.WarmTimeout)
 	}
 	j := job{stream: cfg.Stream, count: cfg.Count, rate: cfg.Rate,
 		gen: generateFn{Size: cfg.Size, Count: cfg.Count, Keys: cfg.Keys, JSON: cfg.Format == formatJSON, PerElement: chunkSize}}
+	ctx := context.Background()
+	var warmClient *kinesis.Client
 	if cfg.Stream == "" {
-		srv, err := embedded.Launch(context.Background(), embedded.Setup{Streams: []string{embeddedStream}, Shards: cfg.Shards, ServerOptions: env.serverOptions})
+		setup := embedded.Setup{Streams: []string{embeddedStream}, Shards: cfg.Shards, ServerOptions: env.serverOptions}
+		if cfg.WarmMiBps > 0 {
+			// Warm throughput needs what costs money on AWS: an ON_DEMAND stream and the
+			// account's commitment; the embedded server has both for free.
+			setup.OnDemand = true
+			setup.ServerOptions = append(setup.ServerOptions[:len(setup.ServerOptions):len(setup.ServerOptions)], kinesistest.WithTransitionDelay(embeddedWarmDelay))
+		}
+		srv, err := embedded.Launch(ctx, setup)
 		if err != nil {
 			return job{}, err
 		}
 		j.srv, j.stream, j.opts = srv, embeddedStream, embedded.Options(srv)
+		if cfg.WarmMiBps > 0 {
+			if err := enableCommitment(ctx, srv); err != nil {
+				srv.Close()
+				return job{}, fmt.Errorf("turning on the embedded account's billing commitment: %w", err)
+			}
+			warmClient = srv.Client(env.warmClientOptions...)
+		}
 	} else {
 		opts, err := cfg.Kinesis.Options()
 		if err != nil {
 			return job{}, err
 		}
 		j.opts = opts
+		if cfg.WarmMiBps > 0 {
+			settings, err := cfg.Kinesis.Settings(os.Getenv)
+			if err != nil {
+				return job{}, err
+			}
+			if warmClient, err = newWarmClient(ctx, settings, cfg.Stream, env.warmClientOptions...); err != nil {
+				return job{}, err
+			}
+		}
+	}
+	if warmClient != nil {
+		j.warm = &warmup{client: warmClient, stream: j.stream, mibps: int32(cfg.WarmMiBps), timeout: cfg.WarmTimeout}
 	}
 	if cfg.Aggregation {
 		j.opts = append(j.opts, kinesisio.WithAggregation())
@@ -133,6 +184,43 @@ func prepare(cfg config, env environment) (job, error) {
 		j.opts = append(j.opts, kinesisio.WithoutAggregation())
 	}
 	return j, nil
+}
+
+// enableCommitment turns on the minimum throughput billing commitment of the embedded
+// server's account.
+func enableCommitment(ctx context.Context, srv *kinesistest.Server) error {
+	_, err := srv.Client().UpdateAccountSettings(ctx, &kinesis.UpdateAccountSettingsInput{
+		MinimumThroughputBillingCommitment: &types.MinimumThroughputBillingCommitmentInput{Status: types.MinimumThroughputBillingCommitmentInputStatusEnabled},
+	})
+	return err
+}
+
+// warmUp warms the stream's throughput when the job asks for it, before the load starts.
+func (j job) warmUp(ctx context.Context, logf func(format string, args ...any)) error {
+	if j.warm == nil {
+		return nil
+	}
+	if j.srv != nil {
+		logf("warm throughput: the embedded stream %s is ON_DEMAND and the account's billing commitment is on, free here; on AWS both are billed", j.stream)
+	}
+	if err := j.warm.run(ctx, logf); err != nil {
+		return fmt.Errorf("%w; the load did not start", err)
+	}
+	return nil
+}
+
+// submitsNoJob reports whether Beam's flags ask for a run that submits no job, which must
+// not warm a stream since warming is billed: --runner=vet, or --runner=dataflow with
+// --dry_run.
+func submitsNoJob() bool {
+	switch strings.ToLower(*runners.Runner) {
+	case "vet":
+		return true
+	case "dataflow", "dataflowrunner":
+		f := flag.Lookup("dry_run")
+		return f != nil && f.Value.String() == "true"
+	}
+	return false
 }
 
 // build adds the load to s, starting its clock at now for a rate-limited load, and returns
@@ -256,6 +344,12 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer j.stop()
+	logf := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+	if j.warm != nil && submitsNoJob() {
+		logf("warm throughput: not set, --runner=%s submits no job", *runners.Runner)
+	} else if err := j.warmUp(ctx, logf); err != nil {
+		return err
+	}
 	p, s := beam.NewPipelineWithRoot()
 	start := time.Now()
 	j.build(s, start)

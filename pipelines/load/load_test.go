@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // TestMain runs the pipelines on Prism, ptest's default runner.
@@ -44,6 +45,9 @@ func runLoad(t *testing.T, args ...string) (job, time.Duration) {
 	if j.srv == nil {
 		t.Fatalf("%q did not start the embedded server", args)
 	}
+	if err := j.warmUp(t.Context(), t.Logf); err != nil {
+		t.Fatal(err)
+	}
 	p, s := beam.NewPipelineWithRoot()
 	// The sequence's clock has millisecond precision; starting on a millisecond makes its
 	// tick times exact offsets from start.
@@ -56,7 +60,13 @@ func runLoad(t *testing.T, args ...string) (job, time.Duration) {
 // stored returns the embedded stream's user records as "key data" strings, sorted.
 func stored(t *testing.T, j job) []string {
 	t.Helper()
-	recs, _, err := embedded.UserRecords(j.srv, j.stream)
+	return storedOn(t, j.srv, j.stream)
+}
+
+// storedOn returns the user records of stream on srv as "key data" strings, sorted.
+func storedOn(t *testing.T, srv *kinesistest.Server, stream string) []string {
+	t.Helper()
+	recs, _, err := embedded.UserRecords(srv, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,15 +81,7 @@ func stored(t *testing.T, j job) []string {
 func TestWritesExactlyCountRecordsOfSizeUnderRoundRobinKeys(t *testing.T) {
 	const count, size, keys = 2500, 24, 7
 	j, _ := runLoad(t, fmt.Sprint("--count=", count), fmt.Sprint("--size=", size), fmt.Sprint("--keys=", keys))
-	var want []string
-	for i := 0; i < count; i++ {
-		data := pad(fmt.Sprintf("record %d ", i), size)
-		if len(data) != size {
-			t.Fatalf("record %d is %d bytes", i, len(data))
-		}
-		want = append(want, fmt.Sprintf("key-%d %s", i%keys, data))
-	}
-	slices.Sort(want)
+	want := textRecords(t, count, size, keys)
 	if got := stored(t, j); !slices.Equal(got, want) {
 		t.Errorf("stream holds %d records, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
 	}
@@ -152,6 +154,8 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"--keys=-1"},
 		{"--format=xml"},
 		{"--kinesis_endpoint=http://127.0.0.1:1"},
+		{"--warm_throughput_mibps=-1"},
+		{"--warm_throughput_mibps=10", "--warm_throughput_timeout=0s"},
 	} {
 		if j, err := prepare(parse(t, args...), environment{}); err == nil {
 			j.stop()
@@ -177,6 +181,22 @@ func TestVetRunnerAcceptsBothModes(t *testing.T) {
 			t.Errorf("%q: vet runner: %v", args, err)
 		}
 	}
+}
+
+// textRecords is what a text load of count records of size bytes under keys keys writes,
+// as "key data" strings, sorted.
+func textRecords(t *testing.T, count, size, keys int) []string {
+	t.Helper()
+	var want []string
+	for i := 0; i < count; i++ {
+		data := pad(fmt.Sprintf("record %d ", i), size)
+		if len(data) != size {
+			t.Fatalf("record %d is %d bytes", i, len(data))
+		}
+		want = append(want, fmt.Sprintf("key-%d %s", i%keys, data))
+	}
+	slices.Sort(want)
+	return want
 }
 
 func firstDiff(a, b []string) int {

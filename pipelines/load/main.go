@@ -3,6 +3,12 @@
 // as the stream takes them) under --keys distinct partition keys (0: a random key per
 // record). --format=json writes {id, ts, v} objects that kinesis-to-files stages.
 //
+// --warm_throughput_mibps=N first scales an ON_DEMAND stream for N MiB/s of writes
+// (UpdateStreamWarmThroughput) and waits until it is ACTIVE and that warm, for a backfill at
+// full speed. It costs money: it needs the account's On-demand Advantage minimum throughput
+// billing commitment (UpdateAccountSettings), billed for at least 24 hours once on, and warm
+// throughput is billed too (pipelines/README.md, "Warming a stream before a backfill").
+//
 // With no --stream it writes to a stream "load" on an in-process Kinesis server and
 // prints what the stream then holds:
 //

@@ -65,6 +65,9 @@ var dryRunFlags = map[string]string{
 	"project":          Project,
 	"region":           Region,
 	"staging_location": StagingLocation,
+	// Dataflow's default, a container; a Prism run earlier in the process leaves it at
+	// loopback, which the Dataflow runner refuses with a panic.
+	"environment_type": "",
 }
 
 // Run runs run, which builds a pipeline and runs it on the runner Beam's flags select

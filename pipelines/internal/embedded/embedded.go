@@ -30,12 +30,21 @@ const maxPutAttempts = 20
 // Start starts the embedded server and creates streams, each with shards shards. Close the
 // server when the pipeline is done.
 func Start(shards int, streams []string, opts ...kinesistest.Option) (*kinesistest.Server, error) {
-	srv, err := kinesistest.Start(opts...)
+	return start(Setup{Streams: streams, Shards: shards, ServerOptions: opts})
+}
+
+// start starts the server of setup and creates its streams.
+func start(setup Setup) (*kinesistest.Server, error) {
+	srv, err := kinesistest.Start(setup.ServerOptions...)
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded Kinesis server: %w", err)
 	}
-	for _, name := range streams {
-		if err := srv.CreateStream(name, shards); err != nil {
+	create := srv.CreateStream
+	if setup.OnDemand {
+		create = func(name string, shards int) error { return srv.CreateOnDemandStream(name, shards, "") }
+	}
+	for _, name := range setup.Streams {
+		if err := create(name, setup.Shards); err != nil {
 			srv.Close()
 			return nil, fmt.Errorf("creating stream %q on the embedded Kinesis server: %w", name, err)
 		}
@@ -48,6 +57,9 @@ type Setup struct {
 	// Streams are created with Shards shards each.
 	Streams []string
 	Shards  int
+	// OnDemand makes the streams ON_DEMAND (with user partition keys) instead of
+	// PROVISIONED.
+	OnDemand bool
 	// Seed, if not nil, puts the pipeline's input records once the streams exist.
 	Seed func(ctx context.Context, srv *kinesistest.Server) error
 	// ServerOptions configure the server (tests pass a manual clock).
@@ -61,7 +73,7 @@ func Launch(ctx context.Context, setup Setup) (*kinesistest.Server, error) {
 	if err := CheckRunner(); err != nil {
 		return nil, err
 	}
-	srv, err := Start(setup.Shards, setup.Streams, setup.ServerOptions...)
+	srv, err := start(setup)
 	if err != nil {
 		return nil, err
 	}

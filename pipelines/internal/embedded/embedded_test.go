@@ -71,3 +71,26 @@ func TestCheckRunnerRefusesWorkersOutsideThisProcess(t *testing.T) {
 		}
 	}
 }
+
+func TestLaunchCreatesOnDemandStreamsWhenAsked(t *testing.T) {
+	for _, tc := range []struct {
+		onDemand bool
+		want     types.StreamMode
+	}{{false, types.StreamModeProvisioned}, {true, types.StreamModeOnDemand}} {
+		srv, err := Launch(t.Context(), Setup{Streams: []string{"a", "b"}, Shards: 3, OnDemand: tc.onDemand})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"a", "b"} {
+			out, err := srv.Client().DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := out.StreamDescriptionSummary
+			if d.StreamModeDetails.StreamMode != tc.want || aws.ToInt32(d.OpenShardCount) != 3 {
+				t.Errorf("OnDemand=%v: stream %s is %s with %d shards, want %s with 3", tc.onDemand, name, d.StreamModeDetails.StreamMode, aws.ToInt32(d.OpenShardCount), tc.want)
+			}
+		}
+		srv.Close()
+	}
+}

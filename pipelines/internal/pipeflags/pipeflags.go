@@ -20,6 +20,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/vet" // --runner=vet
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/kinesisio/awsconf"
 )
 
 // Kinesis is how a pipeline reaches Kinesis. Empty fields leave the AWS SDK's defaults:
@@ -61,30 +62,44 @@ func (k Kinesis) Options() ([]kinesisio.Option, error) {
 
 // OptionsFrom is Options with the environment read through getenv.
 func (k Kinesis) OptionsFrom(getenv func(string) string) ([]kinesisio.Option, error) {
+	settings, err := k.Settings(getenv)
+	if err != nil {
+		return nil, err
+	}
 	var opts []kinesisio.Option
-	if k.StaticFromEnv {
-		id, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
-		if id == "" || secret == "" {
-			return nil, errors.New("--aws_credentials_from_env: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set")
-		}
-		opts = append(opts, kinesisio.WithStaticCredentials(id, secret))
-		if token := getenv("AWS_SESSION_TOKEN"); token != "" {
-			opts = append(opts, kinesisio.WithSessionToken(token))
+	if settings.AccessKeyID != "" {
+		opts = append(opts, kinesisio.WithStaticCredentials(settings.AccessKeyID, settings.SecretAccessKey))
+		if settings.SessionToken != "" {
+			opts = append(opts, kinesisio.WithSessionToken(settings.SessionToken))
 		}
 	}
-	if k.Region != "" {
-		opts = append(opts, kinesisio.WithRegion(k.Region))
+	if settings.Region != "" {
+		opts = append(opts, kinesisio.WithRegion(settings.Region))
 	}
-	if k.Endpoint != "" {
-		opts = append(opts, kinesisio.WithEndpoint(k.Endpoint))
+	if settings.Endpoint != "" {
+		opts = append(opts, kinesisio.WithEndpoint(settings.Endpoint))
 	}
-	if k.Profile != "" {
-		opts = append(opts, kinesisio.WithProfile(k.Profile))
+	if settings.Profile != "" {
+		opts = append(opts, kinesisio.WithProfile(settings.Profile))
 	}
-	if k.RoleARN != "" {
-		opts = append(opts, kinesisio.WithAssumeRole(k.RoleARN, k.RoleSessionName))
+	if settings.RoleARN != "" {
+		opts = append(opts, kinesisio.WithAssumeRole(settings.RoleARN, settings.RoleSessionName))
 	}
 	return opts, nil
+}
+
+// Settings returns the AWS settings the flags stand for, reading static keys through getenv
+// with --aws_credentials_from_env: the same identity as Options, for the clients a
+// pipeline's launcher calls AWS with itself (awsconf.Load).
+func (k Kinesis) Settings(getenv func(string) string) (awsconf.Settings, error) {
+	s := awsconf.Settings{Region: k.Region, Endpoint: k.Endpoint, Profile: k.Profile, RoleARN: k.RoleARN, RoleSessionName: k.RoleSessionName}
+	if k.StaticFromEnv {
+		s.AccessKeyID, s.SecretAccessKey, s.SessionToken = getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"), getenv("AWS_SESSION_TOKEN")
+		if s.AccessKeyID == "" || s.SecretAccessKey == "" {
+			return awsconf.Settings{}, errors.New("--aws_credentials_from_env: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set")
+		}
+	}
+	return s, nil
 }
 
 // Source says where and how a pipeline reads its input stream.

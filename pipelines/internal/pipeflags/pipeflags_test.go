@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/awsconf"
 	"github.com/beamkinesis/beamkinesis/transforms/filesink"
 )
 
@@ -101,6 +102,25 @@ func TestFlagsBecomeValidOptions(t *testing.T) {
 	Read(scope, "orders", false, opts)
 	if s.Window != 10*time.Second {
 		t.Errorf("window %v, want 10s", s.Window)
+	}
+}
+
+func TestSettingsAreTheFlagsIdentity(t *testing.T) {
+	k, _, err := parse(t, "--aws_credentials_from_env", "--kinesis_region=eu-west-1", "--kinesis_endpoint=http://127.0.0.1:4567",
+		"--aws_profile=dev", "--role_arn=arn:aws:iam::123456789012:role/loader", "--role_session_name=load")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token"}
+	got, err := k.Settings(func(name string) string { return env[name] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := awsconf.Settings{Region: "eu-west-1", Endpoint: "http://127.0.0.1:4567", Profile: "dev",
+		AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret", SessionToken: "token",
+		RoleARN: "arn:aws:iam::123456789012:role/loader", RoleSessionName: "load"}
+	if got != want {
+		t.Errorf("Settings = %v, want %v", got, want)
 	}
 }
 

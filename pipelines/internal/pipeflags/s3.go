@@ -1,7 +1,6 @@
 package pipeflags
 
 import (
-	"errors"
 	"flag"
 
 	"github.com/beamkinesis/beamkinesis/transforms/filesink"
@@ -26,16 +25,15 @@ func (s *S3) Register(fs *flag.FlagSet) {
 // Config returns the filesink S3 configuration of the flags, with the credentials k
 // stands for, reading static keys through getenv with --aws_credentials_from_env.
 func (s S3) Config(k Kinesis, getenv func(string) string) (filesink.S3, error) {
-	cfg := filesink.S3{Endpoint: s.Endpoint, Region: s.Region, Profile: k.Profile, RoleARN: k.RoleARN, RoleSessionName: k.RoleSessionName}
-	if cfg.Region == "" {
-		cfg.Region = k.Region
+	settings, err := k.Settings(getenv)
+	if err != nil {
+		return filesink.S3{}, err
 	}
-	if k.StaticFromEnv {
-		cfg.AccessKeyID, cfg.SecretAccessKey = getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
-		if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
-			return filesink.S3{}, errors.New("--aws_credentials_from_env: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set")
-		}
-		cfg.SessionToken = getenv("AWS_SESSION_TOKEN")
+	cfg := filesink.S3{Endpoint: s.Endpoint, Region: s.Region, Profile: settings.Profile,
+		AccessKeyID: settings.AccessKeyID, SecretAccessKey: settings.SecretAccessKey, SessionToken: settings.SessionToken,
+		RoleARN: settings.RoleARN, RoleSessionName: settings.RoleSessionName}
+	if cfg.Region == "" {
+		cfg.Region = settings.Region
 	}
 	return cfg, nil
 }
