@@ -5,6 +5,7 @@ package streamcheck
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sort"
 
@@ -157,6 +158,17 @@ func Diff(got, want map[string]int, max int) string {
 		d = d[:max]
 	}
 	return fmt.Sprintf("%d keys differ, e.g. %v", n, d)
+}
+
+// Digests describes records by size and the start of their SHA-256, for messages about
+// records too large to print.
+func Digests(recs []string) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		sum := sha256.Sum256([]byte(r))
+		out[i] = fmt.Sprintf("%d bytes %x", len(r), sum[:8])
+	}
+	return out
 }
 
 func trunc(s string) string {
