@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/prismtest"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
@@ -48,46 +46,18 @@ func TestANineMiBRecordCrossesThePrismJobServer(t *testing.T) {
 		return embedded.Put(ctx, srv.Client(), embeddedInput, entries)
 	}
 
-	port := freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := prism.CreateJobServer(ctx, prism.Options{Port: port}); err != nil {
-		t.Fatalf("starting the Prism job server: %v", err)
-	}
-	oldEndpoint, oldEnv := *jobopts.Endpoint, *jobopts.EnvironmentType
-	*jobopts.Endpoint, *jobopts.EnvironmentType = fmt.Sprintf("localhost:%d", port), "LOOPBACK"
-	defer func() { *jobopts.Endpoint, *jobopts.EnvironmentType = oldEndpoint, oldEnv }()
+	prismtest.UseJobServer(t)
 
 	j := start(t, environment{seed: seed}, "--transform=passthrough", "--reshuffle", "--bounded")
 	p, s := beam.NewPipelineWithRoot()
 	passert.Empty(s, j.build(s))
-	if _, err := beam.Run(ctx, "universal", p); err != nil {
+	if _, err := beam.Run(context.Background(), "universal", p); err != nil {
 		t.Fatalf("job on the Prism job server: %v", err)
 	}
 
-	recs, _, err := embedded.UserRecords(j.srv, j.output)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range recs {
-		got = append(got, r.Data)
-	}
-	slices.Sort(got)
+	got := streamData(t, j.srv, j.output)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("the output stream holds %v, want exactly %v", streamcheck.Digests(got), streamcheck.Digests(want))
 	}
-}
-
-// freePort returns a TCP port nothing listens on now. prism.Options takes a port number,
-// not a listener, so there is a small window in which something else could take it.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "localhost:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -54,19 +54,6 @@ func TestCheckpointTableFlagsResumeTheNextRun(t *testing.T) {
 		passert.Empty(s, j.build(s))
 		ptest.RunAndValidate(t, p)
 	}
-	outputData := func() []string {
-		t.Helper()
-		recs, _, err := embedded.UserRecords(srv, "out")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, r := range recs {
-			got = append(got, r.Data)
-		}
-		slices.Sort(got)
-		return got
-	}
 
 	for i, key := range []string{"a", "b", "c", "d"} {
 		if err := embedded.PutStrings(ctx, srv.Client(), "in", key, batch(i*10, i*10+10)...); err != nil {
@@ -74,7 +61,7 @@ func TestCheckpointTableFlagsResumeTheNextRun(t *testing.T) {
 		}
 	}
 	runOnce()
-	if got, want := outputData(), batch(0, 40); !slices.Equal(got, want) {
+	if got, want := streamData(t, srv, "out"), batch(0, 40); !slices.Equal(got, want) {
 		t.Fatalf("after the first run the output holds %q, want %q", got, want)
 	}
 	for i, key := range []string{"e", "f"} {
@@ -83,7 +70,22 @@ func TestCheckpointTableFlagsResumeTheNextRun(t *testing.T) {
 		}
 	}
 	runOnce()
-	if got, want := outputData(), batch(0, 60); !slices.Equal(got, want) {
+	if got, want := streamData(t, srv, "out"), batch(0, 60); !slices.Equal(got, want) {
 		t.Errorf("after the second run the output holds %d records %q, want each of the %d put exactly once: the second run must resume from the table", len(got), got, len(want))
 	}
+}
+
+// streamData returns the data of every user record in stream, sorted.
+func streamData(t *testing.T, srv *kinesistest.Server, stream string) []string {
+	t.Helper()
+	recs, _, err := embedded.UserRecords(srv, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Data)
+	}
+	slices.Sort(got)
+	return got
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -12,12 +11,11 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/prismtest"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
@@ -185,31 +183,11 @@ func TestVetRunnerAcceptsBothModes(t *testing.T) {
 // --runner=universal --endpoint=localhost:PORT --environment_type=LOOPBACK: the portable
 // submission path Flink's job server also takes.
 func TestJobServerRunsTheDefaultJob(t *testing.T) {
-	port := freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := prism.CreateJobServer(ctx, prism.Options{Port: port}); err != nil {
-		t.Fatalf("starting the Prism job server: %v", err)
-	}
-	oldEndpoint, oldEnv := *jobopts.Endpoint, *jobopts.EnvironmentType
-	*jobopts.Endpoint, *jobopts.EnvironmentType = fmt.Sprintf("localhost:%d", port), "LOOPBACK"
-	defer func() { *jobopts.Endpoint, *jobopts.EnvironmentType = oldEndpoint, oldEnv }()
-
+	prismtest.UseJobServer(t)
+	ctx := context.Background()
 	if _, err := beam.Run(ctx, "universal", defaultPipeline(t)); err != nil {
 		t.Fatalf("job on the Prism job server: %v", err)
 	}
-}
-
-// freePort returns a TCP port nothing listens on now. prism.Options takes a port number,
-// not a listener, so there is a small window in which something else could take it.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "localhost:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // readTable returns the expected table stored at path.
