@@ -19,6 +19,11 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
+// TestReadBoundedWithEnhancedFanOutSurvivesDroppedSubscriptionsAndResourceInUse holds a
+// subscription to shard 0 when the read starts, so the reader's first call there is refused
+// with ResourceInUseException until it may take over, and resets the connection of the
+// reader's first subscription to shard 1 before its first event. The output must still be
+// exact.
 func TestReadBoundedWithEnhancedFanOutSurvivesDroppedSubscriptionsAndResourceInUse(t *testing.T) {
 	const stream = "efo-faults"
 	// No heartbeats: the held subscription gets no event while every event is dropped, and
@@ -92,6 +97,11 @@ func TestReadBoundedWithEnhancedFanOutSurvivesDroppedSubscriptionsAndResourceInU
 	waitSubs(t, srv, "every subscription to end", func(subs []kinesistest.Subscription) bool { return len(subs) == 0 })
 }
 
+// TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints reads the same records with
+// a checkpoint every 100ms or 100 records, once continuing the open subscription at each
+// checkpoint and once closing it, and reports the SubscribeToShard calls each needed. The
+// server's resubscription window is off, so closing costs only the 1 s between calls, not
+// the service's 5 s (which the benchmark shows).
 func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T) {
 	calls := map[bool]int{}
 	for _, reuse := range []bool{true, false} {
@@ -131,6 +141,12 @@ func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T)
 	}
 }
 
+// TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed reads 4 shards that records keep
+// arriving at, with a fetch time far longer than the read. Prism runs the elements of a bundle
+// one after the other and splits a bundle only while it makes no progress: a reader that held
+// its ProcessElement call for the fetch time while records came kept the shards bundled after
+// its own unread until the read ended. One that checkpoints whenever it is caught up and idle
+// has every shard subscribed at once.
 func TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed(t *testing.T) {
 	const stream = "efo-busy"
 	srv := startServer(t, stream, 4)
@@ -180,6 +196,12 @@ func TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed(t *testing.T) {
 	assertSameRecords(t, sink.get(), expected(t, srv, stream, nil, nil))
 }
 
+// TestReadWithEnhancedFanOutCheckpointsInsideAggregates reads aggregates of 5 user records
+// with at most 7 records per ProcessElement call, so most checkpoints fall inside an
+// aggregate, in the middle of a SubscribeToShard event. Continuing the open subscription,
+// the next call emits the rest of that event first; without reuse (the residual on another
+// worker), the new subscription starts AT_SEQUENCE_NUMBER of the aggregate and skips the
+// user records already emitted. Both must deliver every record exactly once.
 func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
 	for _, reuse := range []bool{true, false} {
 		t.Run(fmt.Sprintf("reuse=%t", reuse), func(t *testing.T) {
@@ -223,6 +245,11 @@ func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
 	}
 }
 
+// TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints is the polling fault test through
+// SubscribeToShard under the unbounded Read: 10% of the control-plane and SubscribeToShard
+// calls fail with 500/503, 5% lose their connection, and 30% of event frames are preceded by
+// a reset connection (heartbeats included), while checkpoints fall every 23 records (inside aggregates, inside
+// events). Every record must still arrive exactly once.
 func TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints(t *testing.T) {
 	const stream = "efo-faults-streaming"
 	// Heartbeats every 50ms give the faults many frames to fall before.
@@ -248,6 +275,11 @@ func TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints(t *testing.T) {
 	}
 }
 
+// TestReadWithEnhancedFanOutFailsWhenSubscriptionsNeverDeliver drops every subscription
+// before its first event. Each drop makes the reader return to the runner until it may
+// subscribe again, so the count of subscriptions in a row without an event must survive
+// from one ProcessElement call to the next: after WithRetries of them the read fails,
+// saying so, instead of resubscribing forever.
 func TestReadWithEnhancedFanOutFailsWhenSubscriptionsNeverDeliver(t *testing.T) {
 	const stream = "efo-never"
 	srv := startServer(t, stream, 1, kinesistest.WithResubscribeWindow(0))

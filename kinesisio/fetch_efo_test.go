@@ -21,9 +21,7 @@ import (
 )
 
 // withoutSubscriptionReuse closes every subscription at the end of its ProcessElement call,
-
 // to measure what keeping them open saves.
-
 func withoutSubscriptionReuse() Option {
 	return Option{name: "withoutSubscriptionReuse", dirs: dirRead, apply: func(c *config) error {
 		c.read.noSubscriptionReuse = true
@@ -32,7 +30,6 @@ func withoutSubscriptionReuse() Option {
 }
 
 // waitSubs waits until cond holds for the server's open subscriptions.
-
 func waitSubs(t *testing.T, srv *kinesistest.Server, what string, cond func([]kinesistest.Subscription) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -43,11 +40,8 @@ func waitSubs(t *testing.T, srv *kinesistest.Server, what string, cond func([]ki
 }
 
 // TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords reads plain records and
-
 // KPL aggregates through SubscribeToShard, registering the consumer by name (CREATING for a
-
 // while first), then reads again with the same name, which must reuse that consumer.
-
 func TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords(t *testing.T) {
 	const stream = "efo-bounded"
 	srv := startServer(t, stream, 3, kinesistest.WithConsumerActivationDelay(300*time.Millisecond))
@@ -100,13 +94,9 @@ func TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords(t *testing
 }
 
 // TestReadWithEnhancedFanOutFollowsSplitAndMergeReadingEveryRecordOnce is the polling
-
 // reshard test through SubscribeToShard: parents end with ChildShards and the children are
-
 // subscribed as discovery finds them. Every checkpoint (every 200ms) continues the open
-
 // subscription, so each shard is subscribed once.
-
 func TestReadWithEnhancedFanOutFollowsSplitAndMergeReadingEveryRecordOnce(t *testing.T) {
 	const stream = "efo-reshard"
 	srv := startServer(t, stream, 3)
@@ -156,24 +146,10 @@ func TestReadWithEnhancedFanOutFollowsSplitAndMergeReadingEveryRecordOnce(t *tes
 	t.Logf("SubscribeToShard calls: %d, subscriptions continued across checkpoints: %d", srv.CallCount("SubscribeToShard"), counter(res, "subscriptions_reused"))
 }
 
-// TestReadBoundedWithEnhancedFanOutSurvivesDroppedSubscriptionsAndResourceInUse holds a
-
-// subscription to shard 0 when the read starts, so the reader's first call there is refused
-
-// with ResourceInUseException until it may take over, and resets the connection of the
-
-// reader's first subscription to shard 1 before its first event. The output must still be
-
-// exact.
-
 // TestEnhancedFanOutResumePositions checks where subscriptions start: a checkpoint inside an
-
 // aggregate resubscribes AT its sequence number and skips the claimed user records, one
-
 // after a whole record AFTER it, and a continuation number wins over both; and that the key
-
 // a subscription is left open under is the start of the residual the tracker splits off.
-
 func TestEnhancedFanOutResumePositions(t *testing.T) {
 	const seq = "49590338271490256608559692538361571095921575989136588898"
 	rest := shardRestriction{StartKind: startAtTimestamp, StartTimeMs: 1700000000000}
@@ -219,13 +195,9 @@ func TestEnhancedFanOutResumePositions(t *testing.T) {
 }
 
 // TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetime starts at
-
 // LATEST on idle shards (old records exist before the start), lets every subscription
-
 // reach its lifetime, and writes only once the readers have resubscribed: they must read
-
 // exactly the new records, with one resubscription per shard and no loop of calls.
-
 func TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetime(t *testing.T) {
 	const stream = "efo-latest"
 	const lifetime = 5500 * time.Millisecond
@@ -275,28 +247,6 @@ func TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetim
 	}
 }
 
-// TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints reads the same records with
-
-// a checkpoint every 100ms or 100 records, once continuing the open subscription at each
-
-// checkpoint and once closing it, and reports the SubscribeToShard calls each needed. The
-
-// server's resubscription window is off, so closing costs only the 1 s between calls, not
-
-// the service's 5 s (which the benchmark shows).
-
-// TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed reads 4 shards that records keep
-
-// arriving at, with a fetch time far longer than the read. Prism runs the elements of a bundle
-
-// one after the other and splits a bundle only while it makes no progress: a reader that held
-
-// its ProcessElement call for the fetch time while records came kept the shards bundled after
-
-// its own unread until the read ended. One that checkpoints whenever it is caught up and idle
-
-// has every shard subscribed at once.
-
 func TestEnhancedFanOutOptions(t *testing.T) {
 	for _, c := range []struct {
 		opt  Option
@@ -328,13 +278,9 @@ func TestEnhancedFanOutOptions(t *testing.T) {
 }
 
 // TestReadWithEnhancedFanOutFromLatestFollowsASplit starts at LATEST on an idle stream, splits
-
 // its shard once the reader has subscribed, and writes to the children only: the parent
-
 // ends with ChildShards, and the children, subscribed from their start, yield exactly the
-
 // new records.
-
 func TestReadWithEnhancedFanOutFromLatestFollowsASplit(t *testing.T) {
 	const stream = "efo-latest-split"
 	srv := startServer(t, stream, 1)
@@ -381,11 +327,8 @@ func TestReadWithEnhancedFanOutFromLatestFollowsASplit(t *testing.T) {
 }
 
 // TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart subscribes after a trimmed sequence
-
 // number: by default the read fails naming the position, and without failOnDataLoss it
-
 // subscribes at the trim horizon and reads what is retained.
-
 func TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart(t *testing.T) {
 	for _, fail := range []bool{true, false} {
 		stream := "efo-trimmed"
@@ -413,17 +356,11 @@ func TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart(t *testing.T) {
 }
 
 // BenchmarkReadBoundedEnhancedFanOutVsPolling reads the same 100,000 records of 1 KiB from
-
 // 2 shards with the server's limits on (polling: 5 GetRecords calls and 2 MiB per second
-
 // per shard, shared; enhanced fan-out: 2 MiB/s per consumer and shard), once polling and
-
 // once subscribed, and reports records/s of each (job start-up included). Each iteration
-
 // registers a consumer of its own, so that no subscription waits out the service's
-
 // 5-second window after the previous iteration's.
-
 func BenchmarkReadBoundedEnhancedFanOutVsPolling(b *testing.B) {
 	const stream, records, shards = "bench-efo", 100000, 2
 	srv := startServer(b, stream, shards)
@@ -461,35 +398,3 @@ func BenchmarkReadBoundedEnhancedFanOutVsPolling(b *testing.B) {
 	b.ReportMetric(efoRate, "efo-records/s")
 	b.ReportMetric(efoRate/pollRate, "ratio")
 }
-
-// TestReadWithEnhancedFanOutCheckpointsInsideAggregates reads aggregates of 5 user records
-
-// with at most 7 records per ProcessElement call, so most checkpoints fall inside an
-
-// aggregate, in the middle of a SubscribeToShard event. Continuing the open subscription,
-
-// the next call emits the rest of that event first; without reuse (the residual on another
-
-// worker), the new subscription starts AT_SEQUENCE_NUMBER of the aggregate and skips the
-
-// user records already emitted. Both must deliver every record exactly once.
-
-// TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints is the polling fault test through
-
-// SubscribeToShard under the unbounded Read: 10% of the control-plane and SubscribeToShard
-
-// calls fail with 500/503, 5% lose their connection, and 30% of event frames are preceded by
-
-// a reset connection (heartbeats included), while checkpoints fall every 23 records (inside aggregates, inside
-
-// events). Every record must still arrive exactly once.
-
-// TestReadWithEnhancedFanOutFailsWhenSubscriptionsNeverDeliver drops every subscription
-
-// before its first event. Each drop makes the reader return to the runner until it may
-
-// subscribe again, so the count of subscriptions in a row without an event must survive
-
-// from one ProcessElement call to the next: after WithRetries of them the read fails,
-
-// saying so, instead of resubscribing forever.
