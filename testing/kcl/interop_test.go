@@ -50,6 +50,61 @@ func setup(t *testing.T, stream string) (*kinesistest.Server, string, []rec) {
 	return srv, dyn, all
 }
 
+// setupSplit starts the kinesistest server and dynalite for the scenarios across a split:
+// stream has two shards, 20 plain records, then shard 0 is split and 240 plain records and
+// 12 aggregates of perAggregate follow. When app is not empty, the lease table app is
+// created first with the two shards' leases as KCL's shard sync writes them, before the
+// split. It returns every user record the stream holds.
+func setupSplit(t *testing.T, stream, app string) (*kinesistest.Server, string, []rec) {
+	t.Helper()
+	srv, err := kinesistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.CreateStream(stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	dyn := emulators.StartT(t, emulators.Dynalite).URL()
+	client := srv.Client()
+	if app != "" {
+		db := dynamo(dyn)
+		createLeaseTable(t, db, app)
+		seedLeases(t, db, client, app, stream)
+	}
+	aggs := map[string][]kpl.UserRecord{}
+	put(t, client, stream, "before", 20, 0, 0, aggs)
+	splitShard(t, client, stream, "shardId-000000000000")
+	put(t, client, stream, "after", 240, 12, perAggregate, aggs)
+	return srv, dyn, stored(t, srv, stream, aggs)
+}
+
+// intoTheChildren is how many records a KCL consumer must process before it stops on a
+// stream of setupSplit so that it has read into the children, which it does only after the
+// parent's SHARD_END: 20 more than the parent and the other open shard hold. (With a fixed
+// count, a KCL that took shard 1's lease first could stop before it read shard 0.)
+func intoTheChildren(all []rec) int {
+	n := 20
+	for _, r := range all {
+		if r.Shard == "shardId-000000000000" || r.Shard == "shardId-000000000001" {
+			n++
+		}
+	}
+	return n
+}
+
+// readByBoth counts the records of got that the KCL consumer also processed.
+func readByBoth(kcl, got []rec) int {
+	kclSeen := countsOf(strs(kcl))
+	n := 0
+	for _, r := range strs(got) {
+		if kclSeen[r] > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // readBounded runs a beamkinesis ReadBounded of stream on the checkpoint table and returns
 // what it read.
 func readBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.Option) []rec {
@@ -131,13 +186,7 @@ func TestKCLThenBeamkinesis(t *testing.T) {
 	beamStart := time.Now()
 	got := readBounded(t, srv, dyn, stream, app, t.Name())
 	assertSame(t, "beamkinesis after KCL", got, want)
-	dups := 0
-	kclSeen := countsOf(strs(k.Records))
-	for _, r := range strs(got) {
-		if kclSeen[r] > 0 {
-			dups++
-		}
-	}
+	dups := readByBoth(k.Records, got)
 	if dups != len(uncommitted) {
 		t.Errorf("%d records were read by both KCL and beamkinesis; want the %d KCL processed after its last checkpoints", dups, len(uncommitted))
 	}
@@ -227,22 +276,8 @@ func testBeamkinesisThenKCLAcrossASplit(t *testing.T, stream, table string,
 	read func(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.Option) []rec) {
 	const perShard = 40
 	components.KCLT(t)
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, 2); err != nil {
-		t.Fatal(err)
-	}
-	dyn := emulators.StartT(t, emulators.Dynalite).URL()
+	srv, dyn, all := setupSplit(t, stream, "")
 	db := dynamo(dyn)
-	client := srv.Client()
-	aggs := map[string][]kpl.UserRecord{}
-	put(t, client, stream, "before", 20, 0, 0, aggs)
-	splitShard(t, client, stream, "shardId-000000000000")
-	put(t, client, stream, "after", 240, 12, perAggregate, aggs)
-	all := stored(t, srv, stream, aggs)
 
 	start := time.Now()
 	got := read(t, srv, dyn, stream, table, t.Name(), kinesisio.WithMaxRecords(perShard))
@@ -282,36 +317,11 @@ func testBeamkinesisThenKCLAcrossASplit(t *testing.T, stream, table string,
 func TestKCLThenBeamkinesisAcrossASplit(t *testing.T) {
 	const stream, app = "kcl-split", "kcl-split-app"
 	components.KCLT(t)
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, 2); err != nil {
-		t.Fatal(err)
-	}
-	dyn := emulators.StartT(t, emulators.Dynalite).URL()
+	srv, dyn, all := setupSplit(t, stream, app)
 	db := dynamo(dyn)
-	client := srv.Client()
-	createLeaseTable(t, db, app)
-	seedLeases(t, db, client, app, stream)
-	aggs := map[string][]kpl.UserRecord{}
-	put(t, client, stream, "before", 20, 0, 0, aggs)
-	splitShard(t, client, stream, "shardId-000000000000")
-	put(t, client, stream, "after", 240, 12, perAggregate, aggs)
-	all := stored(t, srv, stream, aggs)
-	// KCL stops after kclRecords: more than the parent and the other open shard hold, so it
-	// has read into the children, which it does only after the parent's SHARD_END. With a
-	// fixed 150, a KCL that took shard 1's lease first could stop before it read shard 0.
-	kclRecords := 20
-	for _, r := range all {
-		if r.Shard == "shardId-000000000000" || r.Shard == "shardId-000000000001" {
-			kclRecords++
-		}
-	}
 
 	start := time.Now()
-	k := runKCL(t, kcl31(t), srv.URL(), dyn, stream, app, "kcl-worker-4", kclRecords, checkpointEvery)
+	k := runKCL(t, kcl31(t), srv.URL(), dyn, stream, app, "kcl-worker-4", intoTheChildren(all), checkpointEvery)
 	byKCL := leases(t, db, app)
 	for id, l := range byKCL {
 		t.Logf("KCL's item of %s: %s", id, describe(l.Item))
@@ -331,13 +341,7 @@ func TestKCLThenBeamkinesisAcrossASplit(t *testing.T) {
 
 	got := readBounded(t, srv, dyn, stream, app, t.Name())
 	assertSame(t, "beamkinesis after KCL, across the split", got, want)
-	kclSeen := countsOf(strs(k.Records))
-	dups := 0
-	for _, r := range strs(got) {
-		if kclSeen[r] > 0 {
-			dups++
-		}
-	}
+	dups := readByBoth(k.Records, got)
 	if dups != len(uncommitted) {
 		t.Errorf("%d records were read by both; want the %d KCL processed after its last checkpoints", dups, len(uncommitted))
 	}

@@ -10,9 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
-	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
-	"github.com/beamkinesis/beamkinesis/testing/emulators"
-	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // KCL 3.5 keeps its worker metrics and its coordinator state in the lease table, each item
@@ -31,37 +28,13 @@ import (
 func TestKCL35SingleTableHandsOverBothWaysAcrossASplit(t *testing.T) {
 	const stream, app, perShard = "kcl35-single", "kcl35-single-app", 25
 	k := kcl35(t)
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, 2); err != nil {
-		t.Fatal(err)
-	}
-	dyn := emulators.StartT(t, emulators.Dynalite).URL()
-	db := dynamo(dyn)
-	client := srv.Client()
 	// The two open shards' leases as KCL 3.1 wrote them (no entityType): an application that
 	// upgraded. They also spare KCL its random wait of up to 30 s on an empty table.
-	createLeaseTable(t, db, app)
-	seedLeases(t, db, client, app, stream)
-	aggs := map[string][]kpl.UserRecord{}
-	put(t, client, stream, "before", 20, 0, 0, aggs)
-	splitShard(t, client, stream, "shardId-000000000000")
-	put(t, client, stream, "after", 240, 12, perAggregate, aggs)
-	all := stored(t, srv, stream, aggs)
-	// 20 records past what the parent and the other shard hold: KCL has read into the
-	// children, which it does only after the parent's SHARD_END.
-	kclRecords := 20
-	for _, r := range all {
-		if r.Shard == "shardId-000000000000" || r.Shard == "shardId-000000000001" {
-			kclRecords++
-		}
-	}
+	srv, dyn, all := setupSplit(t, stream, app)
+	db := dynamo(dyn)
 
 	start := time.Now()
-	k1 := runKCL(t, k, srv.URL(), dyn, stream, app, "kcl35-worker-1", kclRecords, checkpointEvery, "--single-table", "true")
+	k1 := runKCL(t, k, srv.URL(), dyn, stream, app, "kcl35-worker-1", intoTheChildren(all), checkpointEvery, "--single-table", "true")
 	if !strings.Contains(k1.Log, "migrateAllEntitiesToLeaseTable is on") {
 		t.Errorf("the KCL %s consumer did not turn migrateAllEntitiesToLeaseTable on; its log:\n%s", k.Version, tail(k1.Log, 20))
 	}
@@ -119,13 +92,7 @@ func TestKCL35SingleTableHandsOverBothWaysAcrossASplit(t *testing.T) {
 	if len(got) == 0 || len(afterBeam) == 0 {
 		t.Fatalf("beamkinesis read %d records and left %d: the scenario needs both", len(got), len(afterBeam))
 	}
-	kclSeen := countsOf(strs(k1.Records))
-	dups := 0
-	for _, r := range strs(got) {
-		if kclSeen[r] > 0 {
-			dups++
-		}
-	}
+	dups := readByBoth(k1.Records, got)
 	if dups != len(uncommitted) {
 		t.Errorf("%d records were read by both KCL and beamkinesis; want the %d KCL processed after its last checkpoints", dups, len(uncommitted))
 	}
