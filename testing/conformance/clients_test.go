@@ -150,11 +150,8 @@ func runScript(t *testing.T, env []string, name string, args ...string) []byte {
 // the sequence numbers from the server.
 func checkScenario(t *testing.T, srv *kinesistest.Server, stream string, out []byte) {
 	t.Helper()
-	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
 	var got scenarioResult
-	if err := json.Unmarshal(lines[len(lines)-1], &got); err != nil {
-		t.Fatalf("the client's last output line is not its result: %v\n%s", err, out)
-	}
+	clientResult(t, out, &got)
 	recs, err := srv.ShardRecords(stream, "shardId-000000000000")
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +160,21 @@ func checkScenario(t *testing.T, srv *kinesistest.Server, stream string, out []b
 	for _, r := range recs[:min(10, len(recs))] {
 		seqs = append(seqs, r.SequenceNumber)
 	}
-	want := wantScenario(seqs)
+	compareResults(t, got, wantScenario(seqs))
+}
+
+// clientResult decodes a client's last line of output, its result as JSON, into result.
+func clientResult(t *testing.T, out []byte, result any) {
+	t.Helper()
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	if err := json.Unmarshal(lines[len(lines)-1], result); err != nil {
+		t.Fatalf("the client's last output line is not its result: %v\n%s", err, out)
+	}
+}
+
+// compareResults fails t, showing both as JSON, when a client's result differs from want.
+func compareResults(t *testing.T, got, want any) {
+	t.Helper()
 	if !reflect.DeepEqual(got, want) {
 		g, _ := json.MarshalIndent(got, "", " ")
 		w, _ := json.MarshalIndent(want, "", " ")

@@ -1,10 +1,7 @@
 package conformance
 
 import (
-	"bytes"
-	"encoding/json"
 	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/beamkinesis/beamkinesis/testing/components"
@@ -134,16 +131,9 @@ func service2026Server(t *testing.T) *kinesistest.Server {
 // checkService2026 compares a client's output with what it must see.
 func checkService2026(t *testing.T, prefix string, out []byte) {
 	t.Helper()
-	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
 	var got service2026Result
-	if err := json.Unmarshal(lines[len(lines)-1], &got); err != nil {
-		t.Fatalf("the client's last output line is not its result: %v\n%s", err, out)
-	}
-	if want := wantService2026(prefix); !reflect.DeepEqual(got, want) {
-		g, _ := json.MarshalIndent(got, "", " ")
-		w, _ := json.MarshalIndent(want, "", " ")
-		t.Errorf("the client saw\n%s\nwant\n%s", g, w)
-	}
+	clientResult(t, out, &got)
+	compareResults(t, got, wantService2026(prefix))
 }
 
 func TestService2026Boto3(t *testing.T) {
