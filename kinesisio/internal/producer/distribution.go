@@ -145,12 +145,19 @@ func (p *Producer) setDistributed(auto bool) {
 		}
 		p.queues[shard] = kept
 	}
+	p.placeAgain(items)
+	p.compact()
+}
+
+// placeAgain places items afresh after a switch of the stream's strategy; those the
+// stream now refuses (no partition key once it no longer distributes records itself) fail
+// as invalid. p.mu is held.
+func (p *Producer) placeAgain(items []*batch.Item) {
 	for _, it := range items {
-		if err := validate(it.Record, auto); err != nil {
+		if err := validate(it.Record, p.auto); err != nil {
 			p.fail([]*batch.Item{it}, CodeInvalid, fmt.Sprintf("invalid message: %v (the stream no longer distributes records itself)", err))
 			continue
 		}
 		p.place(it)
 	}
-	p.compact()
 }

@@ -1,8 +1,6 @@
 package producer
 
 import (
-	"fmt"
-
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/batch"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/route"
 )
@@ -83,13 +81,7 @@ func (p *Producer) place(it *batch.Item) {
 func (p *Producer) requeue(e *batch.Entry) {
 	if p.auto != (e.Shard == autoQueue) {
 		// The stream switched strategy since e was queued: place its records afresh.
-		for _, it := range e.Items {
-			if err := validate(it.Record, p.auto); err != nil {
-				p.fail([]*batch.Item{it}, CodeInvalid, fmt.Sprintf("invalid message: %v (the stream no longer distributes records itself)", err))
-				continue
-			}
-			p.place(it)
-		}
+		p.placeAgain(e.Items)
 		return
 	}
 	if _, ok := p.m.Shard(e.Shard); ok || !e.Aggregated() || p.auto {
