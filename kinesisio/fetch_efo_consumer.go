@@ -179,6 +179,9 @@ func (r *shardReader) consumerLimitError(ctx context.Context, cause error) error
 	if committed && onDemand {
 		limit = consumersPerStreamCommitted
 	}
+	if aws.ToInt32(sum.ConsumerCount) < int32(limit) {
+		return nil // under its limit: the registration was refused for its rate
+	}
 	what := fmt.Sprintf("registering it: the stream already has %d registered consumers, the limit of %d", aws.ToInt32(sum.ConsumerCount), limit)
 	how := "deregister a consumer the stream no longer needs (DeregisterStreamConsumer), share one with WithEnhancedFanOutConsumerARN, or read by polling (without WithEnhancedFanOut)"
 	switch {

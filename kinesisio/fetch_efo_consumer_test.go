@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -76,5 +77,46 @@ func TestEnhancedFanOutOverTheConsumerLimitFailsTheRead(t *testing.T) {
 				t.Errorf("the read failed after %v; it must fail at its start", d)
 			}
 		})
+	}
+}
+
+// On an on-demand stream under the billing commitment, whose limit is 50, a
+// LimitExceededException met with 25 consumers registered is a registration refused for
+// its rate, which the reader rides out: it must not fail the read as a stream at its limit.
+func TestConsumerLimitErrorOnlyAtTheStreamsOwnLimit(t *testing.T) {
+	const stream = "committed"
+	srv, err := kinesistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if _, err := srv.Client().UpdateAccountSettings(context.Background(), &kinesis.UpdateAccountSettingsInput{
+		MinimumThroughputBillingCommitment: &types.MinimumThroughputBillingCommitmentInput{Status: types.MinimumThroughputBillingCommitmentInputStatusEnabled},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CreateOnDemandStream(stream, 2, types.RecordDistributionStrategyUserPartitionKey); err != nil {
+		t.Fatal(err)
+	}
+	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithEnhancedFanOut("one-more")))
+	r, err := newShardReader(context.Background(), newReadSpec(stream, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := &types.LimitExceededException{Message: aws.String("rate exceeded")}
+	register := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := srv.RegisterConsumer(stream, fmt.Sprintf("app-%d", i)); err != nil {
+				t.Fatalf("consumer %d: %v", i, err)
+			}
+		}
+	}
+	register(0, 25)
+	if err := r.consumerLimitError(context.Background(), cause); err != nil {
+		t.Errorf("with 25 of 50 consumers: %v; want nil (a refusal for the rate, ridden out)", err)
+	}
+	register(25, 50)
+	if err := r.consumerLimitError(context.Background(), cause); err == nil || !strings.Contains(err.Error(), "the limit of 50") {
+		t.Errorf("with 50 of 50 consumers: %v; want the error naming the limit of 50", err)
 	}
 }
