@@ -83,20 +83,19 @@ var (
 	subscriptionsReused = beam.NewCounter(metricsNamespace, "subscriptions_reused")
 )
 
+// inc adds n to counter c, skipping the call when there is nothing to add.
+func inc(ctx context.Context, c beam.Counter, n int64) {
+	if n != 0 {
+		c.Inc(ctx, n)
+	}
+}
+
 // reportCalls adds the Kinesis calls a read's client counted to the read metrics.
 func reportCalls(ctx context.Context, s readapi.Stats) {
-	if s.GetRecords > 0 {
-		getRecordsCalls.Inc(ctx, s.GetRecords)
-	}
-	if s.Subscribes > 0 {
-		subscribeCalls.Inc(ctx, s.Subscribes)
-	}
-	if s.Throttles > 0 {
-		readThrottles.Inc(ctx, s.Throttles)
-	}
-	if s.Retries > 0 {
-		readRetries.Inc(ctx, s.Retries)
-	}
+	inc(ctx, getRecordsCalls, s.GetRecords)
+	inc(ctx, subscribeCalls, s.Subscribes)
+	inc(ctx, readThrottles, s.Throttles)
+	inc(ctx, readRetries, s.Retries)
 }
 
 // Checkpoint table metrics: commits written, DynamoDB calls, latency of a commit's write,
@@ -123,17 +122,12 @@ func committedRecordsMetric(shardID string) string { return "checkpoint_committe
 
 // reportTable adds a checkpoint table's statistics to the Beam metrics.
 func reportTable(ctx context.Context, s checkpoint.Stats) {
-	for _, c := range []struct {
-		counter beam.Counter
-		n       int64
-	}{
-		{tableCommits, s.Commits}, {tableCalls, s.Calls}, {tableShardEnds, s.ShardEnds},
-		{tableLostLeases, s.LeasesLost}, {tableRenewals, s.Renewals}, {tableUnavailable, s.Unavailable},
-	} {
-		if c.n > 0 {
-			c.counter.Inc(ctx, c.n)
-		}
-	}
+	inc(ctx, tableCommits, s.Commits)
+	inc(ctx, tableCalls, s.Calls)
+	inc(ctx, tableShardEnds, s.ShardEnds)
+	inc(ctx, tableLostLeases, s.LeasesLost)
+	inc(ctx, tableRenewals, s.Renewals)
+	inc(ctx, tableUnavailable, s.Unavailable)
 	for shard, n := range s.Records {
 		beam.NewCounter(metricsNamespace, committedRecordsMetric(shard)).Inc(ctx, n)
 	}

@@ -278,22 +278,17 @@ func (fn *writeFn) report(ctx context.Context) {
 	}
 	now := fn.p.Stats()
 	last := fn.reported
-	add := func(c beam.Counter, now, last int64) {
-		if d := now - last; d != 0 {
-			c.Inc(ctx, d)
-		}
-	}
-	add(writeUserRecords, now.UserRecords, last.UserRecords)
-	add(writeKinesisRecords, now.KinesisRecords, last.KinesisRecords)
-	add(writeBytes, now.Bytes, last.Bytes)
-	add(writeCalls, now.PutRecordsCalls, last.PutRecordsCalls)
-	add(writeThrottled, now.ThrottledEntries, last.ThrottledEntries)
-	add(writeRetries, now.Retries, last.Retries)
-	add(writeFailures, now.Failures, last.Failures)
-	add(writeWrongShard, now.WrongShard, last.WrongShard)
-	add(writeRerouted, now.Rerouted, last.Rerouted)
-	add(writeServiceDistributed, now.Unaggregated, last.Unaggregated)
-	add(writeDistributionSwitches, now.DistributionSwitches, last.DistributionSwitches)
+	inc(ctx, writeUserRecords, now.UserRecords-last.UserRecords)
+	inc(ctx, writeKinesisRecords, now.KinesisRecords-last.KinesisRecords)
+	inc(ctx, writeBytes, now.Bytes-last.Bytes)
+	inc(ctx, writeCalls, now.PutRecordsCalls-last.PutRecordsCalls)
+	inc(ctx, writeThrottled, now.ThrottledEntries-last.ThrottledEntries)
+	inc(ctx, writeRetries, now.Retries-last.Retries)
+	inc(ctx, writeFailures, now.Failures-last.Failures)
+	inc(ctx, writeWrongShard, now.WrongShard-last.WrongShard)
+	inc(ctx, writeRerouted, now.Rerouted-last.Rerouted)
+	inc(ctx, writeServiceDistributed, now.Unaggregated-last.Unaggregated)
+	inc(ctx, writeDistributionSwitches, now.DistributionSwitches-last.DistributionSwitches)
 	fn.noteDistribution(ctx)
 	for _, size := range fn.p.AggregateSizes() {
 		writeAggregateSizes.Update(ctx, int64(size))
