@@ -96,9 +96,7 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 			f, p.ahead = <-p.ahead, nil
 		} else {
 			if wait := time.Until(p.readyAt); wait > 0 {
-				if !st.bounded {
-					calls.notBefore(readsOf(p.key), p.readyAt)
-				}
+				p.holdUntil(p.readyAt)
 				return pauseFor(wait), nil
 			}
 			if spec.IdleTimeBetweenReads > 0 && !p.lastCall.IsZero() {
@@ -122,9 +120,7 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 				continue
 			case backoff.Classify(f.err) == backoff.Throttled:
 				log.Warnf(ctx, "kinesisio: %v still throttled after %d retries; waiting %v", st.d, p.r.retry.Retries, p.r.retry.Max)
-				if !st.bounded {
-					calls.notBefore(readsOf(p.key), time.Now().Add(p.r.retry.Max))
-				}
+				p.holdUntil(time.Now().Add(p.r.retry.Max))
 				return pauseFor(p.r.retry.Max), nil
 			}
 			return p.r.readError(ctx, st, "", fmt.Errorf("kinesisio: reading %v: %w", st.d, f.err))
@@ -169,10 +165,19 @@ func (p *poller) tipWait(b fetched) time.Duration {
 		due = maxTime(due, b.at.Add(p.r.spec.PollInterval))
 	}
 	wait := time.Until(due)
-	if wait > 0 && !p.st.bounded {
-		calls.notBefore(readsOf(p.key), due)
+	if wait > 0 {
+		p.holdUntil(due)
 	}
 	return wait
+}
+
+// holdUntil tells the worker's pacer that the shard's next call is not due before t, so
+// that the runner does not resume an unbounded read early; a bounded read waits in its
+// own call instead.
+func (p *poller) holdUntil(t time.Time) {
+	if !p.st.bounded {
+		calls.notBefore(readsOf(p.key), t)
+	}
 }
 
 func (p *poller) park(start startKey) {
