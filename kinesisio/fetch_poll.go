@@ -21,8 +21,10 @@ import (
 //
 // After an answer larger than a shard's read rate allows in a second (large records), the
 // service refuses the shard's reads until the rate has paid for it: 5 seconds after a
-// 10 MiB answer. The poller waits that long before it reads again instead of meeting the
-// refusals (largeAnswerWait).
+// 10 MiB answer. The poller waits that long after the answer arrived before it reads again
+// instead of meeting the refusals (largeAnswerWait). It counts from the arrival, not from
+// the call: the service starts the refusal when it answers, which is later than the call by
+// the request's latency.
 type poller struct {
 	r   *shardReader
 	st  *readState
@@ -44,7 +46,7 @@ type poller struct {
 // shardReadBytesPerSecond is a shard's read rate, shared by its polling consumers.
 const shardReadBytesPerSecond = 2 << 20
 
-// largeAnswerWait is how long after it was sent an answer of size bytes keeps the shard's
+// largeAnswerWait is how long after it was given an answer of size bytes keeps the shard's
 // reads refused: the time the shard's read rate takes to pay for it, for answers larger
 // than a second of it (smaller ones fit the rate's burst).
 func largeAnswerWait(size int64) time.Duration {
@@ -68,17 +70,19 @@ func (r *shardReader) newPoller(st *readState, key shardKey) *poller {
 	return &poller{r: r, st: st, key: key, cancelAhead: func() {}}
 }
 
-// fetchResult is one GetRecords call, with its retries.
+// fetchResult is one GetRecords call, with its retries: when it was sent and when its
+// answer arrived.
 type fetchResult struct {
-	sent time.Time
-	out  *kinesis.GetRecordsOutput
-	err  error
+	sent, received time.Time
+	out            *kinesis.GetRecordsOutput
+	err            error
 }
 
 // fetch calls GetRecords with iterator. It is safe to run on another goroutine.
 func (p *poller) fetch(ctx context.Context, iterator string) fetchResult {
 	f := fetchResult{sent: time.Now()}
 	f.out, f.err = p.r.api.GetRecords(ctx, p.st.d, iterator, p.r.spec.MaxRecordsPerRead)
+	f.received = time.Now()
 	return f
 }
 
@@ -128,7 +132,7 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 		out := f.out
 		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
 		large := largeAnswerWait(answerBytes(out.Records))
-		p.readyAt = f.sent.Add(large)
+		p.readyAt = f.received.Add(large)
 		if out.NextShardIterator != nil && !caughtUp && spec.IdleTimeBetweenReads == 0 && large == 0 &&
 			(st.bounded || (st.emitted+int64(len(out.Records)) < spec.MaxRecordsPerFetch && !st.timeUp(spec.MaxFetchTime))) {
 			p.ahead = make(chan fetchResult, 1)
