@@ -40,12 +40,12 @@ func TestStreamARNWriteAndReadBounded(t *testing.T) {
 
 func TestStreamARNRegion(t *testing.T) {
 	const arn = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"
-	cfg := buildConfig("kinesisio.Read", dirRead, nil)
+	cfg := buildConfig(targetRead, []ReadOption(nil))
 	regionFromStreamARN("kinesisio.Read", arn, &cfg)
 	if cfg.client.Region != "eu-west-1" {
 		t.Errorf("region %q from the ARN; want eu-west-1", cfg.client.Region)
 	}
-	cfg = buildConfig("kinesisio.Read", dirRead, []Option{WithRegion("us-east-1")})
+	cfg = buildConfig(targetRead, []ReadOption{WithRegion("us-east-1")})
 	if msg := panicMessage(func() { regionFromStreamARN("kinesisio.Read", arn, &cfg) }); !strings.Contains(msg, "eu-west-1") || !strings.Contains(msg, "us-east-1") {
 		t.Errorf("a WithRegion other than the ARN's: panic %q; want one naming both regions", msg)
 	}

@@ -45,10 +45,10 @@ const (
 func BenchmarkBacklogWhileAProducerOutrunsTheReader(b *testing.B) {
 	for _, mode := range []struct {
 		name string
-		opts []Option
+		opts []ReadOption
 	}{
-		{"polling", []Option{WithMaxRecordsPerRead(backlogCallRecords)}},
-		{"enhanced fan-out", []Option{WithEnhancedFanOut("backlog-bench")}},
+		{"polling", []ReadOption{WithMaxRecordsPerRead(backlogCallRecords)}},
+		{"enhanced fan-out", []ReadOption{WithEnhancedFanOut("backlog-bench")}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			for range b.N {
@@ -99,7 +99,7 @@ func (r backlogResult) signedMedian() float64 {
 }
 
 // runBacklogBench runs one shard's producer and reader for d.
-func runBacklogBench(b *testing.B, d time.Duration, opts ...Option) backlogResult {
+func runBacklogBench(b *testing.B, d time.Duration, opts ...ReadOption) backlogResult {
 	b.Helper()
 	const stream = "backlog-bench"
 	srv := startServer(b, stream, 1)
@@ -129,7 +129,7 @@ func runBacklogBench(b *testing.B, d time.Duration, opts ...Option) backlogResul
 		}
 	}()
 
-	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, append([]Option{WithMaxRecordsPerFetch(backlogCallRecords)}, opts...)...))
+	cfg := buildConfig(targetRead, connect(srv, append([]ReadOption{WithMaxRecordsPerFetch(backlogCallRecords)}, opts...)...))
 	spec := newReadSpec(stream, cfg)
 	r, err := newShardReader(ctx, spec)
 	if err != nil {

@@ -123,7 +123,7 @@ func TestInternalCodersRejectCorruptInput(t *testing.T) {
 // coder for any of them (as before), a Java runner would decode and re-encode the value.
 func TestReadSendsItsInternalValuesAsOpaqueBytes(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
-	opts := []Option{WithEndpoint("http://127.0.0.1:1"), WithRegion("us-east-1"), WithStaticCredentials("test", "test")}
+	opts := []ReadOption{WithEndpoint("http://127.0.0.1:1"), WithRegion("us-east-1"), WithStaticCredentials("test", "test")}
 	Read(s, "orders", opts...)
 	ReadBounded(s, "orders", opts...)
 	edges, _, err := p.Build()
@@ -233,7 +233,7 @@ func TestReadEmitsEmptyDataAsEmptySlices(t *testing.T) {
 			opts = append(opts, WithEnhancedFanOutConsumerARN(arn))
 		}
 		ctx := context.Background()
-		r, err := newShardReader(ctx, newReadSpec(stream, buildConfig("test", dirRead, opts)))
+		r, err := newShardReader(ctx, newReadSpec(stream, buildConfig(targetRead, opts)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,45 +44,94 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*windowCut)(nil)).Elem())
 }
 
-// Commit is the checkpoint-table commit of a read made by ReadWithCommit or
-// ReadBoundedWithCommit. Until After is called with the outputs of the pipeline's sinks,
-// nothing is committed: call it once, after the sinks are in the graph.
+// Commit is the commit of a read built with WithCommitAfterSinks(&commit): the read fills
+// it, and its After, called once the pipeline's sinks are in the graph, commits each
+// position once the sinks wrote the records before it. A Commit belongs to one read.
 type Commit struct {
 	h *commitHandle
 }
 
-// commitHandle is what After needs: the read's tokens, where the commit writes them, and
-// the reader's spec, whose Cut After sets (the DoFn is serialised when the pipeline runs,
-// after the graph is built).
+// commitHandle is the read a Commit belongs to, and whether After was called.
 type commitHandle struct {
-	tokens beam.PCollection
-	spec   commitSpec
-	read   *readSpec
-	after  bool
+	transform string
+	src       heldSource
+	after     bool
 }
 
-// ReadWithCommit is Read for pipelines that keep records in runner state before their
-// sinks (windows, GroupByKey, combines, stateful DoFns): with WithCheckpointTable, it does
-// not commit positions as the reader's bundles are committed, as Read does, but hands the
-// commit to the returned Commit, whose After commits a shard's position only once the
-// sinks wrote every record up to it. Without a table, the Commit does nothing.
+// heldSource is a read whose commit waits for the sinks: the shard read (heldShards) or a
+// second source. Commit.After checks its arguments, finds the sinks' windows, and leaves the
+// rest to the source.
+type heldSource interface {
+	// commitAfter builds the step that commits the read's positions once the watermark of
+	// every written PCollection passed the end of the last window holding their records
+	// (cut), and tells the read that After was called (afterCheck). It is called once, with
+	// at least one written PCollection.
+	commitAfter(s beam.Scope, cut windowCut, written []beam.PCollection)
+}
+
+// WithCommitAfterSinks makes the read fill *commit, and leaves its checkpoint-table commit
+// to commit.After: a position is written once the pipeline's sinks wrote every record up to
+// it, not as soon as the runner committed the bundle that read it. It is for pipelines that
+// keep records in runner state before their sinks (windows, GroupByKey, combines, stateful
+// DoFns):
 //
-// A job that dies without a savepoint or drain loses its runner state: with Read and a
-// table, the records in its open windows are lost on a restart from the table (their
-// positions were committed when they were read); with ReadWithCommit and After they are
-// read again. Read stays right, and cheaper, for pipelines that write what they read
-// without state.
-func ReadWithCommit(s beam.Scope, stream string, opts ...Option) (beam.PCollection, Commit) {
-	recs, h := buildRead(s, "kinesisio.Read", stream, opts, false, true)
-	return recs, Commit{h}
+//	var commit kinesisio.Commit
+//	recs := kinesisio.Read(s, "orders", kinesisio.WithCheckpointTable("orders-positions"),
+//		kinesisio.WithCommitAfterSinks(&commit))
+//	... windows, sinks ...
+//	commit.After(s, written...)
+//
+// A job that dies without a savepoint or drain loses its runner state: without this option
+// the records in its open windows are lost on a restart from the table (their positions
+// were committed when they were read); with it they are read again. Without it the read
+// stays right, and cheaper, for pipelines that write what they read without state.
+//
+// The read fills *commit when it is built; a Commit filled by another read panics. Without
+// a checkpoint table there is nothing to commit, and After only checks its arguments. A
+// pipeline whose read was given this option but whose After was never called does not run:
+// the runner is handed the pipeline (beam.Run and the like) with an error saying so, as
+// nothing it read would ever be committed.
+func WithCommitAfterSinks(commit *Commit) SourceOption {
+	return SourceOption{option{name: "WithCommitAfterSinks", apply: func(c *config) error {
+		if commit == nil {
+			return fmt.Errorf("the *Commit is nil; pass the address of a kinesisio.Commit variable")
+		}
+		c.source.commit = commit
+		return nil
+	}}}
 }
 
-// ReadBoundedWithCommit is ReadBounded whose checkpoint-table commit is made by After, as
-// for ReadWithCommit: a position is written once the sinks wrote its records (for a
-// bounded pipeline, at its end).
-func ReadBoundedWithCommit(s beam.Scope, stream string, opts ...Option) (beam.PCollection, Commit) {
-	recs, h := buildRead(s, "kinesisio.ReadBounded", stream, opts, true, true)
-	return recs, Commit{h}
+// fill makes c the commit of src, the read transform.
+func (c *Commit) fill(transform string, src heldSource) {
+	if c.h != nil {
+		panic(fmt.Sprintf("%s: option WithCommitAfterSinks: the Commit already belongs to another %s; give each read a Commit of its own", transform, c.h.transform))
+	}
+	c.h = &commitHandle{transform: transform, src: src}
+}
+
+// afterCheck is carried by the DoFns of a read built WithCommitAfterSinks, which refuse to
+// be serialised, or set up, until Commit.After was called: otherwise nothing they read would
+// be committed. Its fields are unexported, so it travels as {}.
+type afterCheck struct {
+	transform string
+	pending   bool
+}
+
+// err says why the read must not run, or nil.
+func (a afterCheck) err() error {
+	if !a.pending {
+		return nil
+	}
+	return fmt.Errorf("%s: WithCommitAfterSinks was given but Commit.After was never called, so nothing read would be committed; call commit.After(s, <the sinks' outputs>...) once the sinks are in the pipeline", a.transform)
+}
+
+// MarshalJSON fails while After was not called: Beam serialises a DoFn when the pipeline is
+// handed to a runner, so the pipeline does not start.
+func (a afterCheck) MarshalJSON() ([]byte, error) {
+	if err := a.err(); err != nil {
+		return nil, err
+	}
+	return []byte("{}"), nil
 }
 
 // After commits the read's positions once the sinks whose outputs are written have
@@ -96,7 +145,8 @@ func ReadBoundedWithCommit(s beam.Scope, stream string, opts ...Option) (beam.PC
 // go; a GroupByKey in the global window of an unbounded read holds the watermark, and the
 // positions, until the read ends). Each reader call's position is cut at the records'
 // window boundaries, so a restart from the table resumes a shard at the first record of a
-// window the sinks had not written.
+// window the sinks had not written. For ReadBounded, a position is written once the sinks
+// wrote its records (for a bounded pipeline, at its end).
 //
 // A window that never fires does not hold the table forever: windows fire when the
 // watermark passes their end, also when empty, and the read's watermark advances on idle
@@ -105,12 +155,12 @@ func ReadBoundedWithCommit(s beam.Scope, stream string, opts ...Option) (beam.PC
 // shard that cannot be read, or a sink that keeps failing. Late records (behind the
 // watermark) are dropped by the default trigger, table or not.
 //
-// After panics on a second call, on no written PCollection, and on merging windows
-// (sessions), whose end is not known when their records are read.
+// After panics on a Commit no read filled, on a second call, on no written PCollection, and
+// on merging windows (sessions), whose end is not known when their records are read.
 func (c Commit) After(s beam.Scope, written ...beam.PCollection) {
 	h := c.h
 	if h == nil {
-		panic("kinesisio.Commit.After: the Commit was not made by ReadWithCommit or ReadBoundedWithCommit")
+		panic("kinesisio.Commit.After: no read filled this Commit; pass its address to the read with kinesisio.WithCommitAfterSinks(&commit), before calling After")
 	}
 	if h.after {
 		panic("kinesisio.Commit.After: called twice; pass every sink's output to one call")
@@ -122,16 +172,31 @@ func (c Commit) After(s beam.Scope, written ...beam.PCollection) {
 	var cut windowCut
 	for i, w := range written {
 		ws := w.WindowingStrategy()
-		c, err := cutOf(ws.Fn)
-		c.LatenessMs = int64(ws.AllowedLateness)
+		wc, err := cutOf(ws.Fn)
 		if err != nil {
 			panic(fmt.Sprintf("kinesisio.Commit.After: written[%d]: %v", i, err))
 		}
-		if i > 0 && c != cut {
+		wc.LatenessMs = int64(ws.AllowedLateness)
+		if i > 0 && wc != cut {
 			panic(fmt.Sprintf("kinesisio.Commit.After: written[%d] is in %v, written[0] in %v; the sinks' outputs must have the same windows", i, w.WindowingStrategy().Fn, written[0].WindowingStrategy().Fn))
 		}
-		cut = c
+		cut = wc
 	}
+	h.src.commitAfter(s, cut, written)
+}
+
+// heldShards is the held commit of a shard read: the readers' commit tokens, where they are
+// committed, and the reader's spec, whose Cut and AfterCheck After sets (Beam serialises the
+// DoFn when the pipeline runs, after the graph is built).
+type heldShards struct {
+	tokens beam.PCollection
+	spec   commitSpec
+	read   *readSpec
+}
+
+// commitAfter implements heldSource.
+func (h *heldShards) commitAfter(s beam.Scope, cut windowCut, written []beam.PCollection) {
+	h.read.AfterCheck.pending = false
 	if !h.spec.Checkpoint.enabled() {
 		return
 	}

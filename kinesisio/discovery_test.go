@@ -20,7 +20,7 @@ func TestDiscoveryEmitsEachShardOnceWithThePreviousPollAsEventTime(t *testing.T)
 	const stream = "discovery"
 	srv := startServer(t, stream, 2)
 	// Polls back to back: the interval only paces them (pacing_test.go tests that).
-	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithStartingPosition(TrimHorizon()), WithDescribeShardInterval(time.Millisecond)))
+	cfg := buildConfig(targetRead, connect(srv, WithStartingPosition(TrimHorizon()), WithDescribeShardInterval(time.Millisecond)))
 	fn := &discoverFn{Spec: newDiscoverySpec(stream, cfg)}
 	ctx := context.Background()
 

@@ -8,14 +8,16 @@
 //		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()))
 //	failed := kinesisio.Write(s, "orders-copy", msgs, kinesisio.WithRegion("eu-west-1"))
 //
-// Options are validated when the pipeline is built: a bad option panics with a message naming
-// the option and the fix, never at run time. Client options ([WithRegion], [WithEndpoint],
-// [WithProfile], [WithStaticCredentials], [WithSessionToken], [WithAssumeRole],
-// [WithRetries]) serve every transform. Without credential options the AWS SDK's default
-// chain applies: environment, shared files, web identity, ECS task role, EC2 instance
-// profile. Static keys travel inside the serialised pipeline and are never logged; prefer
-// the default chain or [WithAssumeRole]. The other options belong to one direction, and the
-// other transform refuses them.
+// Options are typed by the transforms that take them: [Read] and [ReadBounded] take
+// [ReadOption]s, [Write] takes [WriteOption]s, so a write option given to a read does not
+// compile. Client options ([ClientOption]: [WithRegion], [WithEndpoint], [WithProfile],
+// [WithStaticCredentials], [WithSessionToken], [WithAssumeRole], [WithRetries]) serve every
+// transform; a [SourceOption] serves both reads. Options are validated when the pipeline is
+// built: a bad option panics with a message naming the option and the fix, never at run
+// time. Without credential options the AWS SDK's default chain applies:
+// environment, shared files, web identity, ECS task role, EC2 instance profile. Static keys
+// travel inside the serialised pipeline and are never logged; prefer the default chain or
+// [WithAssumeRole].
 //
 // The stream argument is a stream name or a stream ARN
 // (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME, for example a stream in another account),
@@ -35,10 +37,11 @@
 // A shard reader checkpoints after [WithMaxRecordsPerFetch] user records (100000) or
 // [WithMaxFetchTime] (1s). Its checkpoint is the position of the last user record it
 // emitted, so a read that resumes inside a KPL aggregate skips the user records it has
-// already emitted. Aggregates are split into their user records ([WithDeaggregation], on by
-// default). As the KCL does, a record that carries the KPL magic but fails its checksum or
-// does not parse is passed through whole, and an aggregate that holds user records outside
-// its shard's hash range is dropped; both are logged and counted.
+// already emitted. Aggregates are split into their user records (by default;
+// [WithoutDeaggregation] keeps them whole). As the KCL does, a record that carries the KPL
+// magic but fails its checksum or does not parse is passed through whole, and an aggregate
+// that holds user records outside its shard's hash range is dropped; both are logged and
+// counted.
 //
 // Event time is the record's ApproximateArrivalTimestamp (millisecond precision) unless
 // [WithProcessingTimeWatermarkPolicy] or [WithCustomWatermarkPolicy] says otherwise. A
@@ -106,7 +109,7 @@
 // later; discovery lists the shards again one [WithDescribeShardInterval] after a failed
 // listing. A
 // [ReadBounded] fails. A starting or resume position that retention has already trimmed fails
-// the read ([WithFailOnDataLoss], true by default) or continues from the oldest retained
+// the read (the default) or, with [WithSkipOnDataLoss], continues from the oldest retained
 // record, counted in data_loss_skips. A closed shard past retention no longer exists for the
 // service (ResourceNotFoundException): a reader resumed on it ends it, as the KCL does, and goes on with its children,
 // quietly when its checkpoint proves it had read everything (it had caught up within the
@@ -120,7 +123,7 @@
 //   - [Latest], the default (as in the Spark connectors): after the newest record when the
 //     read begins. The read fixes that moment when it starts and reads AT_TIMESTAMP from it,
 //     so a checkpoint taken before the first record arrives skips nothing.
-//   - [TrimHorizon], also called [Earliest]: the oldest record each shard retains.
+//   - [TrimHorizon] ("earliest" in ParseStartingPosition): the oldest record each shard retains.
 //   - [AtTimestamp]: the first record that arrived at or after a time (millisecond
 //     precision); a time older than retention reads from the trim horizon.
 //   - [ShardPositions]: each listed shard at its own position ([AtSequenceNumber],
@@ -182,7 +185,7 @@
 //     KPL aggregate, by its sub-sequence number). A shard without an item starts at
 //     [WithStartingPosition], the KCL's rule, and a shard at SHARD_END is not read again.
 //     What the old job read after its last commit is read again: at-least-once across jobs,
-//     and nothing is skipped. A checkpoint older than retention follows [WithFailOnDataLoss].
+//     and nothing is skipped. A checkpoint older than retention follows [WithSkipOnDataLoss].
 //     Within a job, reads stay exactly once where the runner gives that; across jobs a sink
 //     sees the records read again, so only a sink that rewrites what it wrote, the same way,
 //     is exactly once across jobs (the staged files of pipelines/kinesis-to-files are).
@@ -231,7 +234,7 @@
 // alongside it ...". If it stood still, the job takes the lease over with a write
 // conditional on that counter and logs "took over the expired lease of ... from owner "O"".
 // A job started right after another stopped (or was killed) therefore waits one lease
-// duration. With [WithCheckpointTakeover](true) a job takes the leases at once (a
+// duration. With [WithCheckpointTakeover] a job takes the leases at once (a
 // redeployment) and logs "took over the lease of ... from owner "O""; the old job learns it at
 // its next commit or renewal, when its conditional write fails, logs it, and stops reading
 // those shards and writing their positions. What it read in between is read by both jobs. Either way
@@ -266,10 +269,12 @@
 // state, but not for one that keeps records in runner state before its sinks (a window, a
 // GroupByKey, a combine): a job that dies without a savepoint or drain loses that state, and
 // a new job on the table would start after the records its open windows held. Such
-// pipelines read with [ReadWithCommit] (or [ReadBoundedWithCommit]) and pass their sinks'
-// outputs to [Commit.After]:
+// pipelines give the read [WithCommitAfterSinks] and pass their sinks' outputs to
+// [Commit.After]:
 //
-//	recs, commit := kinesisio.ReadWithCommit(s, "orders", kinesisio.WithCheckpointTable("orders-positions"))
+//	var commit kinesisio.Commit
+//	recs := kinesisio.Read(s, "orders", kinesisio.WithCheckpointTable("orders-positions"),
+//		kinesisio.WithCommitAfterSinks(&commit))
 //	files := filesink.Write(s, lines(beam.WindowInto(s, window.NewFixedWindows(time.Minute), recs)), cfg)
 //	commit.After(s, files) // a position is written once its window's file is
 //
@@ -373,7 +378,7 @@
 //     the record. [WithCustomWatermarkPolicy] can take a time from the payload, but then
 //     records whose times are out of order can be late.
 //   - Data beyond retention. Records trimmed before they are read are gone: the read fails
-//     or skips them ([WithFailOnDataLoss]).
+//     or skips them ([WithSkipOnDataLoss]).
 //   - Write throughput per stream. [WithRateLimit] holds per worker; several workers
 //     writing to one shard can still be throttled, and retries absorb that.
 //
@@ -396,7 +401,7 @@
 //	aggregates_outside_shard    aggregates dropped for user records outside the shard
 //	aggregates_outside_shard_kept  such aggregates kept: the stream distributes records itself
 //	checkpoints_inside_aggregates  checkpoints after a user record inside a KPL aggregate
-//	data_loss_skips             trimmed positions skipped under WithFailOnDataLoss(false)
+//	data_loss_skips             trimmed positions skipped under WithSkipOnDataLoss
 //	shards_discovered           shards discovery emitted
 //	subscribe_calls             SubscribeToShard calls, refused ones included
 //	resubscribes                subscriptions renewed before their shard ended
@@ -454,8 +459,8 @@
 // checkpoints, so a table written by [Read] can be ahead of Flink's last completed
 // checkpoint. A job restored from its own checkpoint or savepoint is not affected, but a new
 // job started from the table after a crash can skip what the crashed job read after that
-// checkpoint: move a job with a savepoint, or read with [ReadWithCommit], whose positions
-// wait for the sinks. The parents-first order of a table holds on Flink too.
+// checkpoint: move a job with a savepoint, or read with [WithCommitAfterSinks], whose
+// positions wait for the sinks. The parents-first order of a table holds on Flink too.
 //
 // Dataflow scales a streaming job on the readers' backlog (see Reading above), a drain ends
 // the reads (TruncateRestriction), and an update keeps their state.
@@ -485,7 +490,7 @@
 //	awsSTSRoleARN, awsSTSSessionName               WithAssumeRole (STS with the base credentials)
 //	awsUseInstanceProfile (true)                   the default chain; no switch turns it off
 //	startingPosition, startingposition (LATEST)    WithStartingPosition (Latest); ParseStartingPosition
-//	failondataloss (true)                          WithFailOnDataLoss (true)
+//	failondataloss (true)                          failing by default; false is WithSkipOnDataLoss
 //	kinesis.executor.maxFetchTimeInMs (1000)       WithMaxFetchTime (1s)
 //	kinesis.executor.maxFetchRecordsPerShard       WithMaxRecordsPerFetch (100000)
 //	  (100000)

@@ -45,15 +45,17 @@ func ExampleRead() {
 	_ = p                          // run with beamx.Run(ctx, p); the read never ends by itself
 }
 
-// ExampleReadWithCommit keeps the stream's positions in a checkpoint table and writes them
-// only once the per-minute counts holding their records were written: a job that dies with
-// a minute's window open loses nothing when a new job starts on the table.
-func ExampleReadWithCommit() {
+// ExampleWithCommitAfterSinks keeps the stream's positions in a checkpoint table and writes
+// them only once the per-minute counts holding their records were written: a job that dies
+// with a minute's window open loses nothing when a new job starts on the table.
+func ExampleWithCommitAfterSinks() {
 	p, s := beam.NewPipelineWithRoot()
-	recs, commit := kinesisio.ReadWithCommit(s, "orders",
+	var commit kinesisio.Commit
+	recs := kinesisio.Read(s, "orders",
 		kinesisio.WithRegion("eu-west-1"),
 		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
 		kinesisio.WithCheckpointTable("orders-positions"),
+		kinesisio.WithCommitAfterSinks(&commit),
 	)
 	perKey := beam.ParDo(s, dataKey, beam.WindowInto(s, window.NewFixedWindows(time.Minute), recs))
 	written := stats.SumPerKey(s, perKey) // in a real job: the sink's output

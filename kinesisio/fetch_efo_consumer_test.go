@@ -98,7 +98,7 @@ func TestConsumerLimitErrorOnlyAtTheStreamsOwnLimit(t *testing.T) {
 	if err := srv.CreateOnDemandStream(stream, 2, types.RecordDistributionStrategyUserPartitionKey); err != nil {
 		t.Fatal(err)
 	}
-	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithEnhancedFanOut("one-more")))
+	cfg := buildConfig(targetRead, connect(srv, WithEnhancedFanOut("one-more")))
 	r, err := newShardReader(context.Background(), newReadSpec(stream, cfg))
 	if err != nil {
 		t.Fatal(err)

@@ -22,11 +22,11 @@ import (
 
 // withoutSubscriptionReuse closes every subscription at the end of its ProcessElement call,
 // to measure what keeping them open saves.
-func withoutSubscriptionReuse() Option {
-	return Option{name: "withoutSubscriptionReuse", dirs: dirRead, apply: func(c *config) error {
+func withoutSubscriptionReuse() ReadOption {
+	return readOnly{option{name: "withoutSubscriptionReuse", apply: func(c *config) error {
 		c.read.noSubscriptionReuse = true
 		return nil
-	}}
+	}}}
 }
 
 // waitSubs waits until cond holds for the server's open subscriptions.
@@ -249,30 +249,30 @@ func TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetim
 
 func TestEnhancedFanOutOptions(t *testing.T) {
 	for _, c := range []struct {
-		opt  Option
+		opt  ReadOption
 		want []string
 	}{
 		{WithEnhancedFanOut(""), []string{"WithEnhancedFanOut", "consumer name"}},
 		{WithEnhancedFanOut("bad name"), []string{"WithEnhancedFanOut", "consumer name"}},
 		{WithEnhancedFanOutConsumerARN("arn:aws:kinesis:us-east-1:123456789012:stream/s"), []string{"WithEnhancedFanOutConsumerARN", "not a stream consumer ARN"}},
 	} {
-		msg := mustPanic(t, func() { buildConfig("kinesisio.Read", dirRead, []Option{c.opt}) })
+		msg := mustPanic(t, func() { buildConfig(targetRead, []ReadOption{c.opt}) })
 		for _, w := range append([]string{"kinesisio.Read"}, c.want...) {
 			if !strings.Contains(msg, w) {
 				t.Errorf("panic %q does not mention %q", msg, w)
 			}
 		}
 	}
-	msg := mustPanic(t, func() { buildConfig("kinesisio.Write", dirWrite, []Option{WithEnhancedFanOut("c")}) })
-	if !strings.Contains(msg, "Read and ReadBounded only") {
-		t.Errorf("Write accepted WithEnhancedFanOut: %q", msg)
-	}
 	const arn = "arn:aws:kinesis:us-east-1:123456789012:stream/s/consumer/c:1700000000"
-	spec := newReadSpec("s", buildConfig("kinesisio.Read", dirRead, []Option{WithEnhancedFanOut("c"), WithEnhancedFanOutConsumerARN(arn)}))
+	spec := newReadSpec("s", buildConfig(targetRead, []ReadOption{WithEnhancedFanOutConsumerARN(arn)}))
 	if spec.ConsumerARN != arn || spec.ConsumerName != "" || !spec.enhancedFanOut() {
-		t.Errorf("the later option must win: spec has name %q, ARN %q", spec.ConsumerName, spec.ConsumerARN)
+		t.Errorf("spec has consumer name %q, ARN %q; want the ARN alone", spec.ConsumerName, spec.ConsumerARN)
 	}
-	if newReadSpec("s", buildConfig("kinesisio.Read", dirRead, nil)).enhancedFanOut() {
+	spec = newReadSpec("s", buildConfig(targetRead, []ReadOption{WithEnhancedFanOut("c")}))
+	if spec.ConsumerARN != "" || spec.ConsumerName != "c" || !spec.enhancedFanOut() {
+		t.Errorf("spec has consumer name %q, ARN %q; want the name alone", spec.ConsumerName, spec.ConsumerARN)
+	}
+	if newReadSpec("s", buildConfig(targetRead, []ReadOption(nil))).enhancedFanOut() {
 		t.Errorf("polling must be the default")
 	}
 }
@@ -327,7 +327,7 @@ func TestReadWithEnhancedFanOutFromLatestFollowsASplit(t *testing.T) {
 }
 
 // TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart subscribes after a trimmed sequence
-// number: by default the read fails naming the position, and without failOnDataLoss it
+// number: by default the read fails naming the position, and with WithSkipOnDataLoss it
 // subscribes at the trim horizon and reads what is retained.
 func TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart(t *testing.T) {
 	for _, fail := range []bool{true, false} {
@@ -335,11 +335,11 @@ func TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart(t *testing.T) {
 		srv, trimmed := trimmedStream(t, stream)
 		want := expected(t, srv, stream, nil, nil)
 		p, s := beam.NewPipelineWithRoot()
-		recs := ReadBounded(s, stream, connect(srv, WithFailOnDataLoss(fail), WithEnhancedFanOut("trimmed"),
-			WithStartingPosition(ShardPositions(AfterSequenceNumber("shardId-000000000000", trimmed))))...)
+		recs := ReadBounded(s, stream, connect(srv, append(onDataLoss(fail), WithEnhancedFanOut("trimmed"),
+			WithStartingPosition(ShardPositions(AfterSequenceNumber("shardId-000000000000", trimmed))))...)...)
 		if fail {
 			err := ptest.Run(p)
-			if err == nil || !strings.Contains(err.Error(), "AFTER_SEQUENCE_NUMBER "+trimmed) || !strings.Contains(err.Error(), "WithFailOnDataLoss(false)") {
+			if err == nil || !strings.Contains(err.Error(), "AFTER_SEQUENCE_NUMBER "+trimmed) || !strings.Contains(err.Error(), "WithSkipOnDataLoss()") {
 				t.Errorf("the read of a trimmed position ended with %v, want the data loss error", err)
 			}
 			continue
@@ -372,7 +372,7 @@ func BenchmarkReadBoundedEnhancedFanOutVsPolling(b *testing.B) {
 	putAll(b, srv.Client(), stream, entries)
 	srv.SetLimits(true)
 
-	run := func(opts ...Option) time.Duration {
+	run := func(opts ...ReadOption) time.Duration {
 		benchCount.Store(0)
 		p, s := beam.NewPipelineWithRoot()
 		counts := beam.ParDo(s, &countFn{}, ReadBounded(s, stream, connect(srv, append(opts, WithStartingPosition(TrimHorizon()))...)...))

@@ -64,8 +64,9 @@ func (fn *windowFileFn) ProcessElement(w beam.Window, _ string, iter func(*strin
 
 // windowedJob is the windowed pipeline of the kill tests: a read of stream, fixed windows
 // of size, all of a window's records grouped, then written to path by windowFileFn.
-func windowedJob(s beam.Scope, stream string, size time.Duration, path string, opts ...Option) {
-	recs, commit := ReadWithCommit(s, stream, opts...)
+func windowedJob(s beam.Scope, stream string, size time.Duration, path string, opts ...ReadOption) {
+	var commit Commit
+	recs := Read(s, stream, append(opts, WithCommitAfterSinks(&commit))...)
 	windowed := beam.WindowInto(s, window.NewFixedWindows(size), recs)
 	grouped := beam.GroupByKey(s, beam.ParDo(s, keyedByNothing, windowed))
 	commit.After(s, beam.ParDo(s, &windowFileFn{Path: path}, grouped))
@@ -79,8 +80,8 @@ const windowedKilledJobEnv = "BEAMKINESIS_WINDOWED_KILLED_JOB"
 const heldTestWindow = 2 * time.Second
 
 // heldTestOptions are the read options both jobs of the windowed kill test share.
-func heldTestOptions(kinesisURL, dyn, table string) []Option {
-	return []Option{
+func heldTestOptions(kinesisURL, dyn, table string) []ReadOption {
+	return []ReadOption{
 		WithEndpoint(kinesisURL), WithRegion("us-east-1"), WithStaticCredentials("test", "test"),
 		WithStartingPosition(TrimHorizon()),
 		WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn), WithCheckpointLeaseDuration(time.Second),
@@ -125,11 +126,11 @@ func windowFileRecords(t *testing.T, path string) []string {
 
 // readMode is the read's option for consumer: none for "polling", enhanced fan-out with
 // that consumer name otherwise.
-func readMode(consumer string) []Option {
+func readMode(consumer string) []ReadOption {
 	if consumer == "polling" {
 		return nil
 	}
-	return []Option{WithEnhancedFanOut(consumer)}
+	return []ReadOption{WithEnhancedFanOut(consumer)}
 }
 
 // TestWindowedJobLosesNothingWhenKilled is the kill test of a pipeline that keeps records
@@ -273,7 +274,7 @@ func TestCommitTokensHoldTheWatermarkAtTheirRecords(t *testing.T) {
 	}
 	arrivalA, arrivalB := put("a"), put("b")
 
-	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithStartingPosition(TrimHorizon()),
+	cfg := buildConfig(targetRead, connect(srv, WithStartingPosition(TrimHorizon()),
 		WithCheckpointTable("tokens"), WithCheckpointTableEndpoint(dyn)))
 	fn := &readFn{shardFn{Spec: newReadSpec(stream, cfg)}}
 	fn.Spec.Cut = windowCut{Kind: cutFixed, SizeMs: arrivalB - arrivalA, PeriodMs: arrivalB - arrivalA}

@@ -14,41 +14,109 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
-// direction says which transforms an Option applies to.
-type direction uint8
-
-const (
-	dirRead direction = 1 << iota
-	dirWrite
-	dirBoth = dirRead | dirWrite
-)
-
-func (d direction) String() string {
-	switch d {
-	case dirRead:
-		return "Read and ReadBounded"
-	case dirWrite:
-		return "Write"
-	}
-	return "Read, ReadBounded and Write"
-}
-
-// Option configures Read, ReadBounded or Write. Client options (region, endpoint, credentials,
-// retries) apply to all three; read and write options name the direction they apply to and
-// are refused, with a panic naming the option, when passed to the other transform.
-type Option struct {
+// option is one configuration step: the option's name, for panics, and what it sets. The
+// exported option types wrap it; they differ only in the transforms that accept them.
+type option struct {
 	name  string
-	dirs  direction
 	apply func(*config) error
 }
+
+// ReadOption configures Read and ReadBounded. The read options (WithStartingPosition, the
+// checkpoint table's options, …), the client options (ClientOption) and the options of both
+// reads (SourceOption) are ReadOptions; a write option is not, so passing one to Read does
+// not compile.
+type ReadOption interface {
+	unwrap() option
+	readOption()
+}
+
+// WriteOption configures Write. The write options (WithAggregation, WithMaxConnections, …)
+// and the client options (ClientOption) are WriteOptions.
+type WriteOption interface {
+	unwrap() option
+	writeOption()
+}
+
+// QueueOption configures the queue read, the second source beside the shard read. The
+// client options (ClientOption) and the options of both reads (SourceOption) are
+// QueueOptions.
+type QueueOption interface {
+	unwrap() option
+	queueOption()
+}
+
+// ClientOption says how to reach AWS: region, endpoint, credentials and retries. It is a
+// ReadOption, a WriteOption and a QueueOption, so that one set of client options serves
+// every transform. Build it with WithRegion, WithEndpoint, WithStaticCredentials,
+// WithSessionToken, WithAssumeRole, WithProfile or WithRetries; a zero ClientOption panics
+// when it is used.
+type ClientOption struct{ o option }
+
+func (c ClientOption) unwrap() option { return c.o }
+func (ClientOption) readOption()      {}
+func (ClientOption) writeOption()     {}
+func (ClientOption) queueOption()     {}
+
+// SourceOption configures both reads, the shard read (Read, ReadBounded) and the queue read:
+// it is a ReadOption and a QueueOption. Build it with WithCommitAfterSinks or
+// WithoutDeaggregation; a zero SourceOption panics when it is used.
+type SourceOption struct{ o option }
+
+func (c SourceOption) unwrap() option { return c.o }
+func (SourceOption) readOption()      {}
+func (SourceOption) queueOption()     {}
+
+// readOnly is an option of Read and ReadBounded alone.
+type readOnly struct{ o option }
+
+func (c readOnly) unwrap() option { return c.o }
+func (readOnly) readOption()      {}
+
+// writeOnly is an option of Write alone.
+type writeOnly struct{ o option }
+
+func (c writeOnly) unwrap() option { return c.o }
+func (writeOnly) writeOption()     {}
+
+// target is the transform a list of options configures.
+type target uint8
+
+const (
+	targetRead target = iota
+	targetReadBounded
+	targetWrite
+)
+
+func (t target) String() string {
+	switch t {
+	case targetRead:
+		return "kinesisio.Read"
+	case targetReadBounded:
+		return "kinesisio.ReadBounded"
+	case targetWrite:
+		return "kinesisio.Write"
+	}
+	return fmt.Sprintf("kinesisio.target(%d)", uint8(t))
+}
+
+// reads says t is a shard read.
+func (t target) reads() bool { return t == targetRead || t == targetReadBounded }
 
 // config is everything the options set. The read and write sections are defined beside the
 // transforms they configure (read_option.go, write_option.go).
 type config struct {
 	client clientConfig
 	retry  retryConfig
+	source sourceConfig
 	read   readConfig
 	write  writeConfig
+}
+
+// sourceConfig holds the options of both reads (SourceOption).
+type sourceConfig struct {
+	deaggregate bool
+	// commit, when set, is the Commit the read fills (WithCommitAfterSinks).
+	commit *Commit
 }
 
 // clientConfig is how to reach Kinesis. It travels inside DoFns, so its fields are exported;
@@ -99,52 +167,50 @@ func (r retryConfig) policy() backoff.Policy {
 
 func defaultConfig() config {
 	return config{
-		retry: retryConfig{NumRetries: 3, RetryInterval: time.Second, MaxRetryInterval: 10 * time.Second},
-		read:  defaultReadConfig(),
-		write: defaultWriteConfig(),
+		retry:  retryConfig{NumRetries: 3, RetryInterval: time.Second, MaxRetryInterval: 10 * time.Second},
+		source: sourceConfig{deaggregate: true},
+		read:   defaultReadConfig(),
+		write:  defaultWriteConfig(),
 	}
 }
 
-// buildConfig applies opts for the transform named transform (e.g. "kinesisio.Read") going in
-// direction dir. It panics on a bad option, as Beam transforms do at construction.
-func buildConfig(transform string, dir direction, opts []Option) config {
+// buildConfig applies opts for the transform t. It panics on a bad option, as Beam
+// transforms do at construction: a nil or zero one, or a bad value.
+func buildConfig[O interface{ unwrap() option }](t target, opts []O) config {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		if o.apply == nil {
-			panic(fmt.Sprintf("%s: a zero kinesisio.Option was passed; build options with the kinesisio.With... functions", transform))
+		if any(o) == nil {
+			panic(fmt.Sprintf("%s: a nil option was passed; build options with the kinesisio.With... functions", t))
 		}
-		if o.dirs&dir == 0 {
-			panic(fmt.Sprintf("%s: option %s applies to %s only; remove it from this transform", transform, o.name, o.dirs))
+		op := o.unwrap()
+		if op.apply == nil {
+			panic(fmt.Sprintf("%s: a zero %T was passed; build options with the kinesisio.With... functions", t, o))
 		}
-		if err := o.apply(&cfg); err != nil {
-			panic(fmt.Sprintf("%s: option %s: %v", transform, o.name, err))
+		if err := op.apply(&cfg); err != nil {
+			panic(fmt.Sprintf("%s: option %s: %v", t, op.name, err))
 		}
 	}
-	if err := cfg.validate(dir); err != nil {
-		panic(fmt.Sprintf("%s: %v", transform, err))
+	if err := cfg.validate(t); err != nil {
+		panic(fmt.Sprintf("%s: %v", t, err))
 	}
-	if dir&dirRead != 0 {
+	if t.reads() {
 		cfg.read.readID = newReadID()
 	}
 	return cfg
 }
 
-func (c *config) validate(dir direction) error {
+func (c *config) validate(t target) error {
 	if c.client.RoleSessionName != "" && c.client.RoleARN == "" {
 		return fmt.Errorf("a role session name was given without a role ARN; use WithAssumeRole(roleARN, sessionName)")
 	}
 	if c.retry.MaxRetryInterval < c.retry.RetryInterval {
 		return fmt.Errorf("WithRetries: the maximum retry interval %v is shorter than the first interval %v; make it at least as long", c.retry.MaxRetryInterval, c.retry.RetryInterval)
 	}
-	if dir&dirRead != 0 {
-		if err := c.read.validate(); err != nil {
-			return err
-		}
+	if t.reads() {
+		return c.read.validate()
 	}
-	if dir&dirWrite != 0 {
-		if err := c.write.validate(); err != nil {
-			return err
-		}
+	if t == targetWrite {
+		return c.write.validate()
 	}
 	return nil
 }
@@ -187,21 +253,21 @@ func regionFromStreamARN(transform, stream string, cfg *config) {
 
 // WithRegion sets the AWS region, e.g. "eu-west-1". Without it the SDK's default resolution
 // applies (AWS_REGION, the shared config file).
-func WithRegion(region string) Option {
-	return Option{name: "WithRegion", dirs: dirBoth, apply: func(c *config) error {
+func WithRegion(region string) ClientOption {
+	return ClientOption{option{name: "WithRegion", apply: func(c *config) error {
 		if !regionPattern.MatchString(region) {
 			return fmt.Errorf("region %q is not an AWS region name like \"us-east-1\"", region)
 		}
 		c.client.Region = region
 		return nil
-	}}
+	}}}
 }
 
 // WithEndpoint sends every request to endpoint instead of the regional Kinesis endpoint, e.g.
 // a VPC endpoint or a local Kinesis-compatible server ("http://127.0.0.1:4567"). It is the
 // Spark connectors' endpointUrl.
-func WithEndpoint(endpoint string) Option {
-	return Option{name: "WithEndpoint", dirs: dirBoth, apply: func(c *config) error {
+func WithEndpoint(endpoint string) ClientOption {
+	return ClientOption{option{name: "WithEndpoint", apply: func(c *config) error {
 		u, err := url.Parse(endpoint)
 		if err != nil {
 			return fmt.Errorf("endpoint %q is not a URL: %w", endpoint, err)
@@ -214,27 +280,27 @@ func WithEndpoint(endpoint string) Option {
 		}
 		c.client.Endpoint = endpoint
 		return nil
-	}}
+	}}}
 }
 
 // WithStaticCredentials uses a fixed access key instead of the default credential chain (the
 // Spark connectors' awsAccessKeyId and awsSecretKey). Prefer the default chain or WithAssumeRole
 // in production: static keys travel inside the serialised pipeline. They are never logged or
 // shown in display data.
-func WithStaticCredentials(accessKeyID, secretKey string) Option {
-	return Option{name: "WithStaticCredentials", dirs: dirBoth, apply: func(c *config) error {
+func WithStaticCredentials(accessKeyID, secretKey string) ClientOption {
+	return ClientOption{option{name: "WithStaticCredentials", apply: func(c *config) error {
 		if accessKeyID == "" || secretKey == "" {
 			return fmt.Errorf("both the access key ID and the secret key must be non-empty")
 		}
 		c.client.AccessKeyID, c.client.SecretAccessKey = accessKeyID, secretKey
 		return nil
-	}}
+	}}}
 }
 
 // WithSessionToken adds a session token to the keys given by WithStaticCredentials, for
 // temporary credentials.
-func WithSessionToken(token string) Option {
-	return Option{name: "WithSessionToken", dirs: dirBoth, apply: func(c *config) error {
+func WithSessionToken(token string) ClientOption {
+	return ClientOption{option{name: "WithSessionToken", apply: func(c *config) error {
 		if token == "" {
 			return fmt.Errorf("the session token is empty")
 		}
@@ -243,14 +309,14 @@ func WithSessionToken(token string) Option {
 		}
 		c.client.SessionToken = token
 		return nil
-	}}
+	}}}
 }
 
 // WithAssumeRole assumes roleARN through STS with the given session name, using the base
 // credentials (default chain, profile or static keys) to call STS. It is the Spark
 // connectors' awsSTSRoleARN and awsSTSSessionName.
-func WithAssumeRole(roleARN, sessionName string) Option {
-	return Option{name: "WithAssumeRole", dirs: dirBoth, apply: func(c *config) error {
+func WithAssumeRole(roleARN, sessionName string) ClientOption {
+	return ClientOption{option{name: "WithAssumeRole", apply: func(c *config) error {
 		if !roleARNPattern.MatchString(roleARN) {
 			return fmt.Errorf("role ARN %q is not an IAM role ARN like arn:aws:iam::123456789012:role/name", roleARN)
 		}
@@ -259,19 +325,19 @@ func WithAssumeRole(roleARN, sessionName string) Option {
 		}
 		c.client.RoleARN, c.client.RoleSessionName = roleARN, sessionName
 		return nil
-	}}
+	}}}
 }
 
 // WithProfile loads credentials and settings from the named profile of the shared AWS config
 // and credentials files.
-func WithProfile(profile string) Option {
-	return Option{name: "WithProfile", dirs: dirBoth, apply: func(c *config) error {
+func WithProfile(profile string) ClientOption {
+	return ClientOption{option{name: "WithProfile", apply: func(c *config) error {
 		if profile == "" {
 			return fmt.Errorf("the profile name is empty")
 		}
 		c.client.Profile = profile
 		return nil
-	}}
+	}}}
 }
 
 // WithRetries sets how often a failed Kinesis call (throttling, 5xx, a dropped connection) is
@@ -279,8 +345,8 @@ func WithProfile(profile string) Option {
 // later one doubles, capped at maxInterval, with full jitter. Defaults: 3 retries, 1s, 10s (the
 // Spark connectors' kinesis.client.numRetries, retryIntervalMs and maxRetryIntervalMs).
 // Errors that cannot succeed on retry (an unknown stream, bad input) are not retried.
-func WithRetries(numRetries int, interval, maxInterval time.Duration) Option {
-	return Option{name: "WithRetries", dirs: dirBoth, apply: func(c *config) error {
+func WithRetries(numRetries int, interval, maxInterval time.Duration) ClientOption {
+	return ClientOption{option{name: "WithRetries", apply: func(c *config) error {
 		if numRetries < 0 {
 			return fmt.Errorf("the number of retries %d is negative; use 0 to disable retries", numRetries)
 		}
@@ -289,7 +355,7 @@ func WithRetries(numRetries int, interval, maxInterval time.Duration) Option {
 		}
 		c.retry = retryConfig{NumRetries: numRetries, RetryInterval: interval, MaxRetryInterval: maxInterval}
 		return nil
-	}}
+	}}}
 }
 
 // newReadID names one Read or ReadBounded transform, so that its workers' state keys are

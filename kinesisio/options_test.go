@@ -27,7 +27,7 @@ func mustPanic(t *testing.T, f func()) string {
 
 func TestClientOptionsRejectBadValuesNamingTheOption(t *testing.T) {
 	cases := []struct {
-		opt  Option
+		opt  ReadOption
 		want []string
 	}{
 		{WithRegion("EU West"), []string{"WithRegion", `"EU West"`}},
@@ -44,7 +44,7 @@ func TestClientOptionsRejectBadValuesNamingTheOption(t *testing.T) {
 		{WithRetries(3, 2*time.Second, time.Second), []string{"WithRetries", "maximum retry interval"}},
 	}
 	for _, c := range cases {
-		msg := mustPanic(t, func() { buildConfig("kinesisio.Read", dirRead, []Option{c.opt}) })
+		msg := mustPanic(t, func() { buildConfig(targetRead, []ReadOption{c.opt}) })
 		for _, w := range append([]string{"kinesisio.Read"}, c.want...) {
 			if !strings.Contains(msg, w) {
 				t.Errorf("panic %q does not mention %q", msg, w)
@@ -53,8 +53,8 @@ func TestClientOptionsRejectBadValuesNamingTheOption(t *testing.T) {
 	}
 }
 
-func TestClientOptionsAreAcceptedInBothDirections(t *testing.T) {
-	opts := []Option{
+func TestClientOptionsAreAcceptedByEveryTransform(t *testing.T) {
+	opts := []ClientOption{
 		WithRegion("eu-west-1"),
 		WithEndpoint("http://127.0.0.1:4567"),
 		WithStaticCredentials("AKIDEXAMPLE", "secret"),
@@ -63,36 +63,42 @@ func TestClientOptionsAreAcceptedInBothDirections(t *testing.T) {
 		WithProfile("dev"),
 		WithRetries(5, 100*time.Millisecond, 2*time.Second),
 	}
-	for _, dir := range []direction{dirRead, dirWrite} {
-		cfg := buildConfig("kinesisio.Test", dir, opts)
+	for _, dir := range []target{targetRead, targetReadBounded, targetWrite} {
+		cfg := buildConfig(dir, opts)
 		want := clientConfig{Region: "eu-west-1", Endpoint: "http://127.0.0.1:4567", AccessKeyID: "AKIDEXAMPLE",
 			SecretAccessKey: "secret", SessionToken: "token", RoleARN: "arn:aws:iam::123456789012:role/reader",
 			RoleSessionName: "beam-session", Profile: "dev"}
 		if cfg.client != want {
-			t.Errorf("direction %v: client config = %v, want %v", dir, cfg.client, want)
+			t.Errorf("%v: client config = %v, want %v", dir, cfg.client, want)
 		}
 		if cfg.retry != (retryConfig{NumRetries: 5, RetryInterval: 100 * time.Millisecond, MaxRetryInterval: 2 * time.Second}) {
-			t.Errorf("direction %v: retry config = %+v", dir, cfg.retry)
+			t.Errorf("%v: retry config = %+v", dir, cfg.retry)
 		}
 	}
 }
 
-func TestOptionForOtherDirectionIsRefused(t *testing.T) {
-	readOnly := Option{name: "WithSomethingForReads", dirs: dirRead, apply: func(*config) error { return nil }}
-	msg := mustPanic(t, func() { buildConfig("kinesisio.Write", dirWrite, []Option{readOnly}) })
-	for _, w := range []string{"kinesisio.Write", "WithSomethingForReads", "Read and ReadBounded only"} {
-		if !strings.Contains(msg, w) {
-			t.Errorf("panic %q does not mention %q", msg, w)
+func TestNilAndZeroOptionsPanicNamingTheTransform(t *testing.T) {
+	for _, c := range []struct {
+		build func()
+		want  []string
+	}{
+		{func() { buildConfig(targetRead, []ReadOption{nil}) }, []string{"kinesisio.Read", "a nil option", "kinesisio.With"}},
+		{func() { buildConfig(targetWrite, []WriteOption{nil}) }, []string{"kinesisio.Write", "a nil option"}},
+		{func() { buildConfig(targetRead, []ReadOption{ClientOption{}}) }, []string{"kinesisio.Read", "a zero kinesisio.ClientOption"}},
+		{func() { buildConfig(targetReadBounded, []ReadOption{SourceOption{}}) }, []string{"kinesisio.ReadBounded", "a zero kinesisio.SourceOption"}},
+		{func() { buildConfig(targetWrite, []WriteOption{ClientOption{}}) }, []string{"kinesisio.Write", "a zero kinesisio.ClientOption"}},
+	} {
+		msg := mustPanic(t, c.build)
+		for _, w := range c.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("panic %q does not mention %q", msg, w)
+			}
 		}
-	}
-	msg = mustPanic(t, func() { buildConfig("kinesisio.Read", dirRead, []Option{{}}) })
-	if !strings.Contains(msg, "zero kinesisio.Option") {
-		t.Errorf("zero option panic %q is unclear", msg)
 	}
 }
 
 func TestClientConfigStringRedactsCredentials(t *testing.T) {
-	cfg := buildConfig("kinesisio.Read", dirRead, []Option{
+	cfg := buildConfig(targetRead, []ReadOption{
 		WithStaticCredentials("AKIDSECRETID", "wJalrXUtnFEMI"), WithSessionToken("FwoGZXIvYXdzE"),
 		WithRegion("us-east-1"),
 	}).client

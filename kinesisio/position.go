@@ -77,7 +77,7 @@ func (p recordPosition) compare(q recordPosition) int {
 func (p recordPosition) String() string { return fmt.Sprintf("%s/%d", p.Seq, p.Sub) }
 
 // StartingPosition says where Read and ReadBounded start reading the shards of a stream.
-// Build one with Latest, TrimHorizon, Earliest, AtTimestamp, ShardPositions or
+// Build one with Latest, TrimHorizon, AtTimestamp, ShardPositions or
 // ParseStartingPosition; the zero value is invalid.
 type StartingPosition struct {
 	kind   int64
@@ -90,11 +90,9 @@ type StartingPosition struct {
 // first record arrives skips nothing. Shards created later are read from their beginning.
 func Latest() StartingPosition { return StartingPosition{kind: startLatest} }
 
-// TrimHorizon starts at the oldest record each shard still retains.
+// TrimHorizon starts at the oldest record each shard still retains: the Spark connectors'
+// trim_horizon, also called earliest (ParseStartingPosition reads both).
 func TrimHorizon() StartingPosition { return StartingPosition{kind: startTrimHorizon} }
-
-// Earliest is TrimHorizon under the name the Spark connectors also accept.
-func Earliest() StartingPosition { return TrimHorizon() }
 
 // AtTimestamp starts at the first record that arrived at or after t (millisecond precision).
 // A time older than the stream's retention reads from the trim horizon.
@@ -170,10 +168,8 @@ func ParseStartingPosition(s string) (StartingPosition, error) {
 	switch strings.ToLower(trimmed) {
 	case "latest":
 		return Latest(), nil
-	case "trim_horizon":
+	case "trim_horizon", "earliest":
 		return TrimHorizon(), nil
-	case "earliest":
-		return Earliest(), nil
 	}
 	// The keyword is matched on bytes of the original text: upper-casing first would change the
 	// length of text holding runes such as 'ı' or invalid UTF-8, and the rest would be cut

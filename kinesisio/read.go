@@ -35,10 +35,11 @@ func init() {
 // WithEnhancedFanOutConsumerARN) makes them subscribed with SubscribeToShard; a subscription
 // is kept open from one checkpoint to the next on the same worker. Reading starts at
 // WithStartingPosition (Latest by default) and never ends unless WithMaxReadTime is given.
-// Client options say how to reach Kinesis; a bad option panics.
-func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
-	recs, _ := buildRead(s, "kinesisio.Read", stream, opts, false, false)
-	return recs
+// Client options say how to reach Kinesis. With WithCheckpointTable each shard's position is
+// written to the table once the runner committed the bundle that read it, or, with
+// WithCommitAfterSinks, once the pipeline's sinks wrote its records. A bad option panics.
+func Read(s beam.Scope, stream string, opts ...ReadOption) beam.PCollection {
+	return buildRead(s, targetRead, stream, opts)
 }
 
 // ReadBounded reads stream as a bounded PCollection of Record: every record, in every shard
@@ -46,18 +47,19 @@ func Read(s beam.Scope, stream string, opts ...Option) beam.PCollection {
 // (Latest by default, which reads nothing: pass TrimHorizon or AtTimestamp for a backfill)
 // up to the records that arrived before the read started, or WithMaxReadTime after it. It
 // stops earlier per shard with WithMaxRecords. It is the batch and backfill mode.
-func ReadBounded(s beam.Scope, stream string, opts ...Option) beam.PCollection {
-	recs, _ := buildRead(s, "kinesisio.ReadBounded", stream, opts, true, false)
-	return recs
+func ReadBounded(s beam.Scope, stream string, opts ...ReadOption) beam.PCollection {
+	return buildRead(s, targetReadBounded, stream, opts)
 }
 
-// buildRead builds a read named name: discovery, a Reshuffle and the shard readers. The
-// readers' commit tokens go to the commit step (commitPositions) or, for held, to the
-// returned handle (commit_held.go).
-func buildRead(s beam.Scope, name, stream string, opts []Option, bounded, held bool) (beam.PCollection, *commitHandle) {
+// buildRead builds the read t: discovery, a Reshuffle and the shard readers. The readers'
+// commit tokens go to the commit step (commitPositions) or, with WithCommitAfterSinks, to
+// the Commit (commit_held.go).
+func buildRead(s beam.Scope, t target, stream string, opts []ReadOption) beam.PCollection {
+	name := t.String()
+	bounded := t == targetReadBounded
 	s = s.Scope(name)
 	validateStreamName(name, stream)
-	cfg := buildConfig(name, dirRead, opts)
+	cfg := buildConfig(t, opts)
 	regionFromStreamARN(name, stream, &cfg)
 	var shards, recs, tokens beam.PCollection
 	var spec *readSpec
@@ -72,11 +74,13 @@ func buildRead(s beam.Scope, name, stream string, opts []Option, bounded, held b
 		recs, tokens = beam.ParDo2(s, fn, beam.Reshuffle(s, shards))
 		spec = &fn.Spec
 	}
-	if !held {
+	if cfg.source.commit == nil {
 		commitPositions(s, cfg, tokens, bounded)
-		return recs, nil
+		return recs
 	}
-	return recs, &commitHandle{tokens: tokens, spec: commitSpec{Client: cfg.client, Checkpoint: newCheckpointSpec(cfg), Bounded: bounded}, read: spec}
+	spec.AfterCheck = afterCheck{transform: name, pending: true}
+	cfg.source.commit.fill(name, &heldShards{tokens: tokens, spec: commitSpec{Client: cfg.client, Checkpoint: newCheckpointSpec(cfg), Bounded: bounded}, read: spec})
+	return recs
 }
 
 // commitPositions writes the readers' commit tokens to the checkpoint table, behind a
@@ -102,6 +106,9 @@ type shardFn struct {
 func (fn *shardFn) Setup(ctx context.Context) error {
 	if fn.reader != nil {
 		return nil
+	}
+	if err := fn.Spec.AfterCheck.err(); err != nil {
+		return err
 	}
 	r, err := newShardReader(ctx, fn.Spec)
 	if err != nil {

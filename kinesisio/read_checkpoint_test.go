@@ -146,7 +146,7 @@ func TestReadFailsOnATrimmedPositionByDefault(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the read of a trimmed position succeeded")
 	}
-	for _, w := range []string{"shardId-000000000000", "AFTER_SEQUENCE_NUMBER " + trimmed, "lost to the stream's retention", "WithFailOnDataLoss(false)"} {
+	for _, w := range []string{"shardId-000000000000", "AFTER_SEQUENCE_NUMBER " + trimmed, "lost to the stream's retention", "WithSkipOnDataLoss()"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error does not mention %q: %v", w, err)
 		}
@@ -161,7 +161,7 @@ func TestReadSkipsATrimmedPositionWhenToldTo(t *testing.T) {
 		t.Fatalf("the server retains %d records, want the 5 new ones", len(want))
 	}
 	p, s := beam.NewPipelineWithRoot()
-	recs := ReadBounded(s, stream, connect(srv, WithFailOnDataLoss(false),
+	recs := ReadBounded(s, stream, connect(srv, WithSkipOnDataLoss(),
 		WithStartingPosition(ShardPositions(AfterSequenceNumber("shardId-000000000000", trimmed))))...)
 	passert.Equals(s, canonical(s, recs), anys(want)...)
 	res, err := ptest.RunWithMetrics(p)

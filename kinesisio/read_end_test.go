@@ -19,22 +19,22 @@ import (
 func TestABoundedReadWaitsOutThePropagationDelayAtItsEnd(t *testing.T) {
 	for _, mode := range []struct {
 		name string
-		opts []Option
+		opts []ReadOption
 	}{
 		{"polling", nil},
-		{"enhanced fan-out", []Option{WithEnhancedFanOut("end-rule")}},
+		{"enhanced fan-out", []ReadOption{WithEnhancedFanOut("end-rule")}},
 	} {
 		for _, c := range []struct {
 			name string
 			// serverDelay is how long the server keeps a record unreadable.
 			serverDelay time.Duration
-			opts        []Option
+			opts        []ReadOption
 			wantRead    bool
 		}{
 			// The default (1 s) covers a server delay below it, however fast the read starts.
 			{"default delay", 700 * time.Millisecond, nil, true},
 			// The shards' first caught-up reads come long before the records are readable.
-			{"no delay", 10 * time.Second, []Option{WithPropagationDelay(0)}, false},
+			{"no delay", 10 * time.Second, []ReadOption{WithPropagationDelay(0)}, false},
 		} {
 			t.Run(mode.name+"/"+c.name, func(t *testing.T) {
 				stream := "end-rule"
@@ -47,7 +47,7 @@ func TestABoundedReadWaitsOutThePropagationDelayAtItsEnd(t *testing.T) {
 				}
 
 				p, s := beam.NewPipelineWithRoot()
-				opts := append(append([]Option{WithStartingPosition(TrimHorizon())}, mode.opts...), c.opts...)
+				opts := append(append([]ReadOption{WithStartingPosition(TrimHorizon())}, mode.opts...), c.opts...)
 				got := collect(s, t.Name(), ReadBounded(s, stream, connect(srv, opts...)...))
 				if err := ptest.Run(p); err != nil {
 					t.Fatal(err)

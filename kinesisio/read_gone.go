@@ -62,7 +62,7 @@ func (r *shardReader) missingResource(ctx context.Context, d shardDescriptor, co
 // it, so its read ends there (ended) and its children, found by discovery, go on: quietly
 // when every record it held had been read (the read had caught up, or read records, later
 // than the shard can have closed), and otherwise as data loss, which fails the read unless
-// WithFailOnDataLoss(false). It returns neither when everything still exists.
+// WithSkipOnDataLoss is given. It returns neither when everything still exists.
 func (r *shardReader) resourceGone(ctx context.Context, st *readState, consumerARN string, cause error) (ended bool, err error) {
 	what, err := r.missingResource(ctx, st.d, consumerARN)
 	if err != nil {
@@ -86,7 +86,7 @@ func (r *shardReader) resourceGone(ctx context.Context, st *readState, consumerA
 	}
 	if verified == 0 || time.Since(time.UnixMilli(verified)) >= minRetention {
 		if r.spec.FailOnDataLoss {
-			return false, fmt.Errorf("kinesisio: %v no longer exists: it closed and passed the stream's retention before the read (at %s) reached its end, so records may have been lost; pass kinesisio.WithFailOnDataLoss(false) to end its read there and go on with its children: %w", st.d, rest.startString(), cause)
+			return false, fmt.Errorf("kinesisio: %v no longer exists: it closed and passed the stream's retention before the read (at %s) reached its end, so records may have been lost; pass kinesisio.WithSkipOnDataLoss() to end its read there and go on with its children: %w", st.d, rest.startString(), cause)
 		}
 		dataLossSkips.Inc(ctx, 1)
 		log.Warnf(ctx, "kinesisio: %v no longer exists (it closed and passed the stream's retention) before the read at %s reached its end; records may have been lost; going on with its children", st.d, rest.startString())

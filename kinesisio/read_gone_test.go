@@ -60,7 +60,7 @@ func expiredParent(t *testing.T, stream string) (*kinesistest.Server, shardDescr
 // enhanced fan-out. The service answers ResourceNotFoundException; the reader must find out
 // that the shard, not the stream or the consumer, is gone, and end the shard as the KCL
 // does: quietly when the checkpoint proves every record was read, and otherwise as data loss,
-// which fails by default and is skipped (and the shard ended) with WithFailOnDataLoss(false).
+// which fails by default and is skipped (and the shard ended) with WithSkipOnDataLoss().
 func TestReadingAShardPastRetentionEndsItOrReportsDataLoss(t *testing.T) {
 	for _, efo := range []bool{false, true} {
 		for _, c := range []struct {
@@ -70,7 +70,7 @@ func TestReadingAShardPastRetentionEndsItOrReportsDataLoss(t *testing.T) {
 			wantErr        []string
 		}{
 			{"stale checkpoint fails", func(a time.Time) time.Time { return a }, true,
-				[]string{"shardId-000000000000", "no longer exists", "records may have been lost", "WithFailOnDataLoss(false)", "ResourceNotFoundException"}},
+				[]string{"shardId-000000000000", "no longer exists", "records may have been lost", "WithSkipOnDataLoss()", "ResourceNotFoundException"}},
 			{"stale checkpoint skipped", func(a time.Time) time.Time { return a }, false, nil},
 			// Caught up an hour ago: the shard closed at least 24 hours ago, so nothing was left.
 			{"checkpoint after the close", func(time.Time) time.Time { return time.Now().Add(-time.Hour) }, true, nil},
@@ -79,7 +79,7 @@ func TestReadingAShardPastRetentionEndsItOrReportsDataLoss(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				const stream = "expired-parent"
 				srv, d, seq, arrival := expiredParent(t, stream)
-				opts := connect(srv, WithFailOnDataLoss(c.failOnDataLoss))
+				opts := connect(srv, onDataLoss(c.failOnDataLoss)...)
 				if efo {
 					arn, err := srv.RegisterConsumer(stream, "gone")
 					if err != nil {
@@ -88,7 +88,7 @@ func TestReadingAShardPastRetentionEndsItOrReportsDataLoss(t *testing.T) {
 					opts = append(opts, WithEnhancedFanOutConsumerARN(arn))
 				}
 				ctx := context.Background()
-				r, err := newShardReader(ctx, newReadSpec(stream, buildConfig("test", dirRead, opts)))
+				r, err := newShardReader(ctx, newReadSpec(stream, buildConfig(targetRead, opts)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -141,7 +141,7 @@ func TestEnhancedFanOutWaitsForADeletingConsumerOfTheSameName(t *testing.T) {
 		t.Fatalf("consumers after deregistering = %+v, %v; want phoenix DELETING", cs, err)
 	}
 
-	r, err := newShardReader(ctx, newReadSpec(stream, buildConfig("test", dirRead, connect(srv, WithEnhancedFanOut("phoenix")))))
+	r, err := newShardReader(ctx, newReadSpec(stream, buildConfig(targetRead, connect(srv, WithEnhancedFanOut("phoenix")))))
 	if err != nil {
 		t.Fatal(err)
 	}

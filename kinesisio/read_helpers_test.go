@@ -47,9 +47,18 @@ func startServer(t testing.TB, stream string, shards int, opts ...kinesistest.Op
 	return srv
 }
 
+// onDataLoss is the read option of the data-loss rule fail: none for the default, which
+// fails the read, and WithSkipOnDataLoss otherwise.
+func onDataLoss(fail bool) []ReadOption {
+	if fail {
+		return nil
+	}
+	return []ReadOption{WithSkipOnDataLoss()}
+}
+
 // connect returns the options that point a read at srv, with fast retries.
-func connect(srv *kinesistest.Server, opts ...Option) []Option {
-	return append([]Option{
+func connect(srv *kinesistest.Server, opts ...ReadOption) []ReadOption {
+	return append([]ReadOption{
 		WithEndpoint(srv.URL()), WithRegion("us-east-1"), WithStaticCredentials("test", "test"),
 		WithRetries(20, 5*time.Millisecond, 50*time.Millisecond),
 	}, opts...)

@@ -50,7 +50,7 @@ func TestReadA9MiBRecordByPollingAndEnhancedFanOut(t *testing.T) {
 
 			// One record per GetRecords call puts the 9 MiB record alone in its answer, and
 			// the call after it into the throttle.
-			opts := []Option{WithStartingPosition(TrimHorizon()), WithMaxRecordsPerRead(1)}
+			opts := []ReadOption{WithStartingPosition(TrimHorizon()), WithMaxRecordsPerRead(1)}
 			if efo {
 				opts = append(opts, WithEnhancedFanOut("large"))
 			}

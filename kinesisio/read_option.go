@@ -34,7 +34,6 @@ type readConfig struct {
 	watermarkPolicy       int64
 	timestampFn           EventTimeFn
 	idleThreshold         time.Duration
-	deaggregate           bool
 	maxRecords            int64
 	maxReadTime           time.Duration
 	propagationDelay      time.Duration
@@ -65,7 +64,6 @@ func defaultReadConfig() readConfig {
 		describeShardInterval: time.Second,
 		watermarkPolicy:       watermarkArrivalTime,
 		idleThreshold:         5 * time.Second,
-		deaggregate:           true,
 		propagationDelay:      defaultPropagationDelay,
 	}
 }
@@ -84,78 +82,81 @@ func (r *readConfig) validate() error {
 }
 
 // WithStartingPosition sets where each shard is first read from: Latest() (the default, as in
-// the Spark connectors), TrimHorizon()/Earliest(), AtTimestamp(t) or ShardPositions(...).
-// ParseStartingPosition reads the Spark connectors' string and JSON forms.
-func WithStartingPosition(p StartingPosition) Option {
-	return Option{name: "WithStartingPosition", dirs: dirRead, apply: func(c *config) error {
+// the Spark connectors), TrimHorizon(), AtTimestamp(t) or ShardPositions(...).
+// ParseStartingPosition reads the Spark connectors' string and JSON forms. With
+// WithCheckpointTable it applies only to the shards the table has no position for.
+func WithStartingPosition(p StartingPosition) ReadOption {
+	return readOnly{option{name: "WithStartingPosition", apply: func(c *config) error {
 		if err := p.validate(); err != nil {
 			return err
 		}
 		c.read.start = p
 		return nil
-	}}
+	}}}
 }
 
-// WithFailOnDataLoss says what to do when a shard's starting or resume position has already
-// been trimmed by the stream's retention: fail the read with an error naming the shard and
-// position (true, the default) or continue from the oldest retained record, counting the
-// event in the kinesisio/data_loss_skips metric and logging it (false).
-func WithFailOnDataLoss(fail bool) Option {
-	return Option{name: "WithFailOnDataLoss", dirs: dirRead, apply: func(c *config) error {
-		c.read.failOnDataLoss = fail
+// WithSkipOnDataLoss makes a read go on when a shard's starting or resume position has
+// already been trimmed by the stream's retention (or the shard itself has expired): it
+// continues from the oldest retained record (or with the shard's children), counting the
+// event in the kinesisio/data_loss_skips metric and logging it. Without it the read fails
+// with an error naming the shard and the position. It is the Spark connectors'
+// failOnDataLoss = false.
+func WithSkipOnDataLoss() ReadOption {
+	return readOnly{option{name: "WithSkipOnDataLoss", apply: func(c *config) error {
+		c.read.failOnDataLoss = false
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxFetchTime bounds how long one shard is read before the reader checkpoints and
 // yields to the runner (default 1s; the Spark connectors' maxFetchTimeInMs). Short times
 // checkpoint more often; long ones hold a worker thread longer.
-func WithMaxFetchTime(d time.Duration) Option {
-	return Option{name: "WithMaxFetchTime", dirs: dirRead, apply: func(c *config) error {
+func WithMaxFetchTime(d time.Duration) ReadOption {
+	return readOnly{option{name: "WithMaxFetchTime", apply: func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("the fetch time %v must be positive", d)
 		}
 		c.read.maxFetchTime = d
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxRecordsPerFetch bounds how many records one shard emits before the reader
 // checkpoints and yields to the runner (default 100000; the Spark connectors'
 // maxFetchRecordsPerShard).
-func WithMaxRecordsPerFetch(n int) Option {
-	return Option{name: "WithMaxRecordsPerFetch", dirs: dirRead, apply: func(c *config) error {
+func WithMaxRecordsPerFetch(n int) ReadOption {
+	return readOnly{option{name: "WithMaxRecordsPerFetch", apply: func(c *config) error {
 		if n <= 0 {
 			return fmt.Errorf("the record count %d must be positive", n)
 		}
 		c.read.maxRecordsPerFetch = int64(n)
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxRecordsPerRead sets the Limit of each GetRecords call, 1 to 10000 (default 10000;
 // the Spark connectors' maxRecordPerRead).
-func WithMaxRecordsPerRead(n int) Option {
-	return Option{name: "WithMaxRecordsPerRead", dirs: dirRead, apply: func(c *config) error {
+func WithMaxRecordsPerRead(n int) ReadOption {
+	return readOnly{option{name: "WithMaxRecordsPerRead", apply: func(c *config) error {
 		if n < 1 || n > maxGetRecordsLimit {
 			return fmt.Errorf("the limit %d is outside 1..%d, the range GetRecords accepts", n, maxGetRecordsLimit)
 		}
 		c.read.maxRecordsPerRead = int32(n)
 		return nil
-	}}
+	}}}
 }
 
 // WithIdleTimeBetweenReads makes a shard reader wait at least d between two GetRecords calls
 // even when records keep coming (the Spark connectors' addIdleTimeBetweenReads and
 // idleTimeBetweenReadsInMs), e.g. to leave read capacity to other consumers. Off by default.
-func WithIdleTimeBetweenReads(d time.Duration) Option {
-	return Option{name: "WithIdleTimeBetweenReads", dirs: dirRead, apply: func(c *config) error {
+func WithIdleTimeBetweenReads(d time.Duration) ReadOption {
+	return readOnly{option{name: "WithIdleTimeBetweenReads", apply: func(c *config) error {
 		if d < 0 {
 			return fmt.Errorf("the idle time %v is negative", d)
 		}
 		c.read.idleTimeBetweenReads = d
 		return nil
-	}}
+	}}}
 }
 
 // defaultPollInterval is WithPollInterval's default: what Flink's source waits after an
@@ -169,26 +170,26 @@ const defaultPollInterval = 250 * time.Millisecond
 // of the shard, reads are at least 250 ms apart whatever the interval: Kinesis allows 5
 // GetRecords calls per second per shard, shared by all consumers of the stream, and this
 // leaves at least one to another consumer. Longer intervals leave more to other consumers.
-func WithPollInterval(d time.Duration) Option {
-	return Option{name: "WithPollInterval", dirs: dirRead, apply: func(c *config) error {
+func WithPollInterval(d time.Duration) ReadOption {
+	return readOnly{option{name: "WithPollInterval", apply: func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("the poll interval %v must be positive", d)
 		}
 		c.read.pollInterval = d
 		return nil
-	}}
+	}}}
 }
 
 // WithDescribeShardInterval sets how often Read lists the stream's shards to find shards
 // created by resharding (default 1s; the Spark connectors' describeShardInterval).
-func WithDescribeShardInterval(d time.Duration) Option {
-	return Option{name: "WithDescribeShardInterval", dirs: dirRead, apply: func(c *config) error {
+func WithDescribeShardInterval(d time.Duration) ReadOption {
+	return readOnly{option{name: "WithDescribeShardInterval", apply: func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("the interval %v must be positive", d)
 		}
 		c.read.describeShardInterval = d
 		return nil
-	}}
+	}}}
 }
 
 // consumerARNPattern is the service's pattern for stream consumer ARNs.
@@ -209,53 +210,53 @@ var consumerARNPattern = regexp.MustCompile(`^arn:aws[a-z0-9-]*:kinesis:[a-z0-9-
 // A stream has at most 20 registered consumers (50 for an on-demand stream under the
 // On-demand Advantage minimum throughput billing commitment): a read that would register
 // one more fails when it starts, saying which limit it met and how to raise it.
-func WithEnhancedFanOut(consumerName string) Option {
-	return Option{name: "WithEnhancedFanOut", dirs: dirRead, apply: func(c *config) error {
+func WithEnhancedFanOut(consumerName string) ReadOption {
+	return readOnly{option{name: "WithEnhancedFanOut", apply: func(c *config) error {
 		if !streamNamePattern.MatchString(consumerName) {
 			return fmt.Errorf("consumer name %q is invalid: consumer names are 1 to 128 characters of a-z, A-Z, 0-9, '_', '.' and '-'", consumerName)
 		}
 		c.read.consumerName, c.read.consumerARN = consumerName, ""
 		return nil
-	}}
+	}}}
 }
 
 // WithEnhancedFanOutConsumerARN is WithEnhancedFanOut with a stream consumer registered
 // beforehand, named by its ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/STREAM/consumer/NAME:EPOCH).
 // The readers subscribe with it as it is and register nothing.
-func WithEnhancedFanOutConsumerARN(arn string) Option {
-	return Option{name: "WithEnhancedFanOutConsumerARN", dirs: dirRead, apply: func(c *config) error {
+func WithEnhancedFanOutConsumerARN(arn string) ReadOption {
+	return readOnly{option{name: "WithEnhancedFanOutConsumerARN", apply: func(c *config) error {
 		if !consumerARNPattern.MatchString(arn) {
 			return fmt.Errorf("%q is not a stream consumer ARN like arn:aws:kinesis:us-east-1:123456789012:stream/NAME/consumer/CONSUMER:1700000000", arn)
 		}
 		c.read.consumerARN, c.read.consumerName = arn, ""
 		return nil
-	}}
+	}}}
 }
 
 // WithArrivalTimeWatermarkPolicy makes each record's event time its approximate arrival
 // timestamp, and a shard's watermark the latest arrival time it has read. This is the
 // default.
-func WithArrivalTimeWatermarkPolicy() Option {
-	return Option{name: "WithArrivalTimeWatermarkPolicy", dirs: dirRead, apply: func(c *config) error {
+func WithArrivalTimeWatermarkPolicy() ReadOption {
+	return readOnly{option{name: "WithArrivalTimeWatermarkPolicy", apply: func(c *config) error {
 		c.read.watermarkPolicy, c.read.timestampFn = watermarkArrivalTime, nil
 		return nil
-	}}
+	}}}
 }
 
 // WithProcessingTimeWatermarkPolicy makes each record's event time the time it is read, and
 // the watermark the time of the last successful GetRecords call.
-func WithProcessingTimeWatermarkPolicy() Option {
-	return Option{name: "WithProcessingTimeWatermarkPolicy", dirs: dirRead, apply: func(c *config) error {
+func WithProcessingTimeWatermarkPolicy() ReadOption {
+	return readOnly{option{name: "WithProcessingTimeWatermarkPolicy", apply: func(c *config) error {
 		c.read.watermarkPolicy, c.read.timestampFn = watermarkProcessingTime, nil
 		return nil
-	}}
+	}}}
 }
 
 // WithCustomWatermarkPolicy makes fn assign each record's event time; a shard's watermark is
 // the largest event time fn has returned for it. fn's type must be registered with
 // beam.RegisterType and its state JSON-serialisable.
-func WithCustomWatermarkPolicy(fn EventTimeFn) Option {
-	return Option{name: "WithCustomWatermarkPolicy", dirs: dirRead, apply: func(c *config) error {
+func WithCustomWatermarkPolicy(fn EventTimeFn) ReadOption {
+	return readOnly{option{name: "WithCustomWatermarkPolicy", apply: func(c *config) error {
 		if fn == nil {
 			return fmt.Errorf("the EventTimeFn is nil")
 		}
@@ -264,7 +265,7 @@ func WithCustomWatermarkPolicy(fn EventTimeFn) Option {
 		}
 		c.read.watermarkPolicy, c.read.timestampFn = watermarkCustom, fn
 		return nil
-	}}
+	}}}
 }
 
 // WithIdleThreshold sets how long a shard must have been caught up with no new records
@@ -272,38 +273,39 @@ func WithCustomWatermarkPolicy(fn EventTimeFn) Option {
 // its own, to the time of the last poll minus d (default 5s). Without this, one idle shard
 // would hold back every event-time window downstream. The watermark never advances while
 // reads fail.
-func WithIdleThreshold(d time.Duration) Option {
-	return Option{name: "WithIdleThreshold", dirs: dirRead, apply: func(c *config) error {
+func WithIdleThreshold(d time.Duration) ReadOption {
+	return readOnly{option{name: "WithIdleThreshold", apply: func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("the idle threshold %v must be positive", d)
 		}
 		c.read.idleThreshold = d
 		return nil
-	}}
+	}}}
 }
 
-// WithDeaggregation turns splitting of KPL-aggregated records into their user records on
-// (the default) or off. With it on, a record that looks like an aggregate but fails its
-// checksum or does not parse is passed through whole, as the KCL does, and counted; an
-// aggregate holding user records outside its shard's hash range is dropped and counted.
-func WithDeaggregation(on bool) Option {
-	return Option{name: "WithDeaggregation", dirs: dirRead, apply: func(c *config) error {
-		c.read.deaggregate = on
+// WithoutDeaggregation emits KPL-aggregated records whole instead of splitting them into
+// their user records, as the reads do by default. When deaggregating, a record that looks
+// like an aggregate but fails its checksum or does not parse is passed through whole, as the
+// KCL does, and counted; an aggregate holding user records outside its shard's hash range is
+// dropped and counted.
+func WithoutDeaggregation() SourceOption {
+	return SourceOption{option{name: "WithoutDeaggregation", apply: func(c *config) error {
+		c.source.deaggregate = false
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxRecords stops reading each shard after n user records (for tests and bounded
 // backfills). A shard's children are separate shards with their own count. Read keeps
 // discovering new shards until WithMaxReadTime ends it; use both to end a streaming read.
-func WithMaxRecords(n int64) Option {
-	return Option{name: "WithMaxRecords", dirs: dirRead, apply: func(c *config) error {
+func WithMaxRecords(n int) ReadOption {
+	return readOnly{option{name: "WithMaxRecords", apply: func(c *config) error {
 		if n <= 0 {
 			return fmt.Errorf("the record count %d must be positive", n)
 		}
-		c.read.maxRecords = n
+		c.read.maxRecords = int64(n)
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxReadTime ends the read once it has read every record that arrived within d of the
@@ -318,14 +320,14 @@ func WithMaxRecords(n int64) Option {
 // Dataflow can be minutes earlier. Arrival times are the service's clock, so clock skew
 // between the worker and Kinesis moves the window too. To read everything a producer wrote,
 // read with ReadBounded after the producer has finished, or give the window a margin.
-func WithMaxReadTime(d time.Duration) Option {
-	return Option{name: "WithMaxReadTime", dirs: dirRead, apply: func(c *config) error {
+func WithMaxReadTime(d time.Duration) ReadOption {
+	return readOnly{option{name: "WithMaxReadTime", apply: func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("the read time %v must be positive", d)
 		}
 		c.read.maxReadTime = d
 		return nil
-	}}
+	}}}
 }
 
 // defaultPropagationDelay is WithPropagationDelay's default: several times the put-to-get
@@ -337,15 +339,16 @@ const defaultPropagationDelay = time.Second
 // caught-up read sent at least d after the end, so that a record that arrived just before
 // the end, and was not readable yet when the shard first looked caught up, is still read.
 // Each shard of such a read runs d longer than its end; 0 ends it on the first caught-up
-// read after the end.
-func WithPropagationDelay(d time.Duration) Option {
-	return Option{name: "WithPropagationDelay", dirs: dirRead, apply: func(c *config) error {
+// read after the end. Every read uses it, ends or not: a caught-up read at t shows that the
+// records that arrived before t minus d were read, which the retention check relies on.
+func WithPropagationDelay(d time.Duration) ReadOption {
+	return readOnly{option{name: "WithPropagationDelay", apply: func(c *config) error {
 		if d < 0 {
 			return fmt.Errorf("the propagation delay %v must not be negative", d)
 		}
 		c.read.propagationDelay = d
 		return nil
-	}}
+	}}}
 }
 
 // eventTimeSpec is an EventTimeFn in a form that travels with a DoFn: its registered type

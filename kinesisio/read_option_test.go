@@ -12,7 +12,7 @@ import (
 
 func TestReadOptionsRejectBadValuesNamingTheOption(t *testing.T) {
 	cases := []struct {
-		opt  Option
+		opt  ReadOption
 		want []string
 	}{
 		{WithStartingPosition(StartingPosition{}), []string{"WithStartingPosition", "zero StartingPosition"}},
@@ -36,19 +36,12 @@ func TestReadOptionsRejectBadValuesNamingTheOption(t *testing.T) {
 		{WithCustomWatermarkPolicy(unregisteredTimeFn{}), []string{"WithCustomWatermarkPolicy", "not registered", "beam.RegisterType"}},
 	}
 	for _, c := range cases {
-		msg := mustPanic(t, func() { buildConfig("kinesisio.Read", dirRead, []Option{c.opt}) })
+		msg := mustPanic(t, func() { buildConfig(targetRead, []ReadOption{c.opt}) })
 		for _, w := range append([]string{"kinesisio.Read"}, c.want...) {
 			if !strings.Contains(msg, w) {
 				t.Errorf("panic %q does not mention %q", msg, w)
 			}
 		}
-	}
-}
-
-func TestReadOptionsAreRefusedByWrite(t *testing.T) {
-	msg := mustPanic(t, func() { buildConfig("kinesisio.Write", dirWrite, []Option{WithMaxRecords(5)}) })
-	if !strings.Contains(msg, "WithMaxRecords") || !strings.Contains(msg, "Read and ReadBounded only") {
-		t.Errorf("panic %q does not name the option and its direction", msg)
 	}
 }
 
@@ -66,11 +59,11 @@ func TestReadAndReadBoundedPanicOnBadStreamOrOption(t *testing.T) {
 }
 
 func TestReadOptionsSetTheSpec(t *testing.T) {
-	cfg := buildConfig("kinesisio.Read", dirRead, []Option{
-		WithStartingPosition(TrimHorizon()), WithFailOnDataLoss(false), WithMaxFetchTime(3 * time.Second),
+	cfg := buildConfig(targetRead, []ReadOption{
+		WithStartingPosition(TrimHorizon()), WithSkipOnDataLoss(), WithMaxFetchTime(3 * time.Second),
 		WithMaxRecordsPerFetch(7), WithMaxRecordsPerRead(500), WithIdleTimeBetweenReads(time.Millisecond),
 		WithPollInterval(2 * time.Second), WithDescribeShardInterval(4 * time.Second), WithIdleThreshold(time.Minute),
-		WithDeaggregation(false), WithMaxRecords(9), WithMaxReadTime(time.Hour), WithCustomWatermarkPolicy(&testTimeFn{Offset: 5}),
+		WithoutDeaggregation(), WithMaxRecords(9), WithMaxReadTime(time.Hour), WithCustomWatermarkPolicy(&testTimeFn{Offset: 5}),
 		WithRegion("eu-west-1"), WithPropagationDelay(3 * time.Second),
 	})
 	got := newReadSpec("orders", cfg)
@@ -95,14 +88,14 @@ func TestReadOptionsSetTheSpec(t *testing.T) {
 	if d.Interval != 4*time.Second || d.MaxReadTime != time.Hour || d.Start.Kind != startTrimHorizon {
 		t.Errorf("discoverySpec = %+v", d)
 	}
-	if def := defaultReadConfig(); def.start.kind != startLatest || !def.failOnDataLoss || !def.deaggregate ||
+	if def := defaultReadConfig(); def.start.kind != startLatest || !def.failOnDataLoss || !defaultConfig().source.deaggregate ||
 		def.maxRecordsPerRead != 10000 || def.maxRecordsPerFetch != 100000 || def.maxFetchTime != time.Second {
 		t.Errorf("defaults = %+v", def)
 	}
 }
 
 func TestReadDoFnsNeverShowCredentials(t *testing.T) {
-	cfg := buildConfig("kinesisio.Read", dirRead, []Option{
+	cfg := buildConfig(targetRead, []ReadOption{
 		WithStaticCredentials("AKIDSECRETID", "wJalrXUtnFEMI"), WithSessionToken("FwoGZXIvYXdzE"), WithRegion("us-east-1"),
 	})
 	rfn := &readFn{shardFn{Spec: newReadSpec("orders", cfg)}}

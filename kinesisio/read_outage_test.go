@@ -22,10 +22,10 @@ func TestReadRidesOutKinesisUnreachable(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		ops  []string
-		opts []Option
+		opts []ReadOption
 	}{
 		{"polling", []string{"GetShardIterator", "GetRecords"}, nil},
-		{"enhanced fan-out", []string{"SubscribeToShard"}, []Option{WithEnhancedFanOut("outage")}},
+		{"enhanced fan-out", []string{"SubscribeToShard"}, []ReadOption{WithEnhancedFanOut("outage")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const stream, retries = "outage", 1
@@ -62,7 +62,7 @@ func TestReadRidesOutKinesisUnreachable(t *testing.T) {
 			}()
 
 			p, s := beam.NewPipelineWithRoot()
-			opts := append([]Option{WithStartingPosition(TrimHorizon()), WithMaxReadTime(time.Second),
+			opts := append([]ReadOption{WithStartingPosition(TrimHorizon()), WithMaxReadTime(time.Second),
 				WithDescribeShardInterval(100 * time.Millisecond), WithRetries(retries, 5*time.Millisecond, 20*time.Millisecond)}, c.opts...)
 			recs := Read(s, stream, connect(srv, opts...)...)
 			passert.Equals(s, canonical(s, recs), anys(want)...)

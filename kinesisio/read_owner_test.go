@@ -15,8 +15,8 @@ import (
 )
 
 // ownerTestOptions are the read options of the two-jobs tests: a table with a 1 s lease.
-func ownerTestOptions(srv *kinesistest.Server, dyn, table string, readTime time.Duration, extra ...Option) []Option {
-	return connect(srv, append([]Option{WithStartingPosition(TrimHorizon()), WithMaxReadTime(readTime),
+func ownerTestOptions(srv *kinesistest.Server, dyn, table string, readTime time.Duration, extra ...ReadOption) []ReadOption {
+	return connect(srv, append([]ReadOption{WithStartingPosition(TrimHorizon()), WithMaxReadTime(readTime),
 		WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn), WithCheckpointLeaseDuration(time.Second),
 		WithDescribeShardInterval(100 * time.Millisecond), WithPollInterval(50 * time.Millisecond),
 		WithMaxFetchTime(200 * time.Millisecond)}, extra...)...)
@@ -67,7 +67,7 @@ func TestASecondJobRefusesATableWhoseOwnerIsAlive(t *testing.T) {
 	if err2 == nil {
 		t.Fatal("job 2 ran alongside job 1; want it to refuse")
 	}
-	for _, want := range []string{"checkpoint table " + table, "shardId-00000000000", fmt.Sprintf("owner %q", owner1), "refuses", "WithCheckpointTakeover(true)"} {
+	for _, want := range []string{"checkpoint table " + table, "shardId-00000000000", fmt.Sprintf("owner %q", owner1), "refuses", "WithCheckpointTakeover()"} {
 		if !strings.Contains(err2.Error(), want) {
 			t.Errorf("job 2's error does not say %q: %v", want, err2)
 		}
@@ -83,7 +83,7 @@ func TestASecondJobRefusesATableWhoseOwnerIsAlive(t *testing.T) {
 	}
 }
 
-// With WithCheckpointTakeover(true) a second job takes the leases of a live owner at once.
+// With WithCheckpointTakeover() a second job takes the leases of a live owner at once.
 // The first job learns it at its next commit or lease renewal, logs it and stops reading
 // those shards: records written after it lost both leases reach only the second job. Each
 // job reads each record at most once, together they read every record, and the table ends
@@ -104,7 +104,7 @@ func TestASecondJobTakesTheLeasesOverAndTheFirstStops(t *testing.T) {
 	owner1 := waitCommitted(t, dyn, table, "shardId-000000000000", "shardId-000000000001")
 
 	p2, s2 := beam.NewPipelineWithRoot()
-	second := collect(s2, t.Name()+"/2", Read(s2, stream, ownerTestOptions(srv, dyn, table, 5*time.Second, WithCheckpointTakeover(true))...))
+	second := collect(s2, t.Name()+"/2", Read(s2, stream, ownerTestOptions(srv, dyn, table, 5*time.Second, WithCheckpointTakeover())...))
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)

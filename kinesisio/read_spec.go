@@ -44,6 +44,9 @@ type readSpec struct {
 	// Cut is the windowing of the sinks a held commit waits for (commit_held.go): the reader ends
 	// a commit token at the last record of each window. Zero: one token per call.
 	Cut windowCut
+	// AfterCheck refuses to run a read made WithCommitAfterSinks whose Commit.After was not
+	// called (commit_held.go).
+	AfterCheck afterCheck
 }
 
 func newReadSpec(stream string, cfg config) readSpec {
@@ -60,7 +63,7 @@ func newReadSpec(stream string, cfg config) readSpec {
 		PollInterval:         cfg.read.pollInterval,
 		WatermarkPolicy:      cfg.read.watermarkPolicy,
 		IdleThreshold:        cfg.read.idleThreshold,
-		Deaggregate:          cfg.read.deaggregate,
+		Deaggregate:          cfg.source.deaggregate,
 		MaxRecords:           cfg.read.maxRecords,
 		PropagationDelay:     cfg.read.propagationDelay,
 		ConsumerName:         cfg.read.consumerName,

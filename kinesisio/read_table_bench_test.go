@@ -72,7 +72,7 @@ func BenchmarkReadCheckpointTableCost(b *testing.B) {
 
 // BenchmarkReadHeldCommitCost streams the backlog of BenchmarkReadCheckpointTableCost
 // through a windowed pipeline (1 s windows, a sum per window, the sum's output the sink)
-// without a table and with ReadWithCommit on dynalite, whose positions wait for their
+// without a table and with WithCommitAfterSinks on dynalite, whose positions wait for their
 // windows' sums, in one run. It reports the throughput ratio, the DynamoDB calls per 1,000
 // records and the commit lag (end of the reader call to the written item: the token's hold
 // until its window's sum is out, then the write).
@@ -92,7 +92,8 @@ func BenchmarkReadHeldCommitCost(b *testing.B) {
 			opts = append(opts, WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn))
 		}
 		p, s := beam.NewPipelineWithRoot()
-		recs, commit := ReadWithCommit(s, stream, opts...)
+		var commit Commit
+		recs := Read(s, stream, append(opts, WithCommitAfterSinks(&commit))...)
 		beam.ParDo0(s, discardCount, stats.Sum(s, beam.ParDo(s, &countFn{}, recs)))
 		sums := stats.Sum(s, beam.ParDo(s, recordOne, beam.WindowInto(s, window.NewFixedWindows(time.Second), recs)))
 		commit.After(s, sums)

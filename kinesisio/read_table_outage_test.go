@@ -106,7 +106,7 @@ func (d *diskDynalite) stop() {
 // reading: it delivers every record exactly once, the table ends at the stream's last
 // positions (the split parent at SHARD_END), and a second job on the table reads nothing.
 func TestReadRidesOutAnUnreachableCheckpointTable(t *testing.T) {
-	testRidesOutAnUnreachableTable(t, func(t *testing.T, name, stream string, opts []Option) ([]string, error) {
+	testRidesOutAnUnreachableTable(t, func(t *testing.T, name, stream string, opts []ReadOption) ([]string, error) {
 		p, s := beam.NewPipelineWithRoot()
 		out := collect(s, name, Read(s, stream, opts...))
 		err := ptest.Run(p)
@@ -114,11 +114,11 @@ func TestReadRidesOutAnUnreachableCheckpointTable(t *testing.T) {
 	})
 }
 
-// The same with ReadWithCommit: the commits come after a windowed sink (windows of
+// The same with WithCommitAfterSinks: the commits come after a windowed sink (windows of
 // heldTestWindow, a GroupByKey, a file written per window), through the held commit's
 // timers, while the table is away.
-func TestReadWithCommitRidesOutAnUnreachableCheckpointTable(t *testing.T) {
-	testRidesOutAnUnreachableTable(t, func(t *testing.T, name, stream string, opts []Option) ([]string, error) {
+func TestCommitAfterSinksRidesOutAnUnreachableCheckpointTable(t *testing.T) {
+	testRidesOutAnUnreachableTable(t, func(t *testing.T, name, stream string, opts []ReadOption) ([]string, error) {
 		path := filepath.Join(t.TempDir(), "windows")
 		p, s := beam.NewPipelineWithRoot()
 		windowedJob(s, stream, heldTestWindow, path, opts...)
@@ -134,7 +134,7 @@ func TestReadWithCommitRidesOutAnUnreachableCheckpointTable(t *testing.T) {
 
 // testRidesOutAnUnreachableTable runs the outage of the table around job, which runs a
 // streaming read of stream with opts and returns what it delivered.
-func testRidesOutAnUnreachableTable(t *testing.T, job func(t *testing.T, name, stream string, opts []Option) ([]string, error)) {
+func testRidesOutAnUnreachableTable(t *testing.T, job func(t *testing.T, name, stream string, opts []ReadOption) ([]string, error)) {
 	const stream, table = "tableoutage", "positions"
 	srv := startServer(t, stream, 2)
 	dyn := startDiskDynalite(t)
@@ -151,7 +151,7 @@ func testRidesOutAnUnreachableTable(t *testing.T, job func(t *testing.T, name, s
 		putAll(t, client, stream, w.entries)
 	}
 	write("before")
-	opts := func(readTime time.Duration) []Option {
+	opts := func(readTime time.Duration) []ReadOption {
 		return connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(readTime),
 			WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn.url()), WithCheckpointLeaseDuration(time.Second),
 			WithDescribeShardInterval(200*time.Millisecond), WithPollInterval(50*time.Millisecond))

@@ -79,7 +79,7 @@ func TestReadResumesAcrossJobsFromTheCheckpointTable(t *testing.T) {
 		putAll(t, client, stream, w.entries)
 	}
 	write("before")
-	opts := func() []Option {
+	opts := func() []ReadOption {
 		return connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(3*time.Second),
 			WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn), WithCheckpointLeaseDuration(time.Second),
 			WithDescribeShardInterval(100*time.Millisecond), WithPollInterval(50*time.Millisecond),
@@ -168,7 +168,7 @@ func TestReadBoundedResumesInsideAnAggregateFromTheCheckpointTable(t *testing.T)
 	stored, _ := srv.StreamRecords(stream)
 
 	var res beam.PipelineResult
-	run := func(name string, extra ...Option) []string {
+	run := func(name string, extra ...ReadOption) []string {
 		p, s := beam.NewPipelineWithRoot()
 		opts := append(connect(srv, WithStartingPosition(TrimHorizon()), WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn), WithCheckpointLeaseDuration(300*time.Millisecond)), extra...)
 		sk := collect(s, t.Name()+"/"+name, ReadBounded(s, stream, opts...))

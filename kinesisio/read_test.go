@@ -102,7 +102,7 @@ func TestReadBoundedAppliesACustomEventTimeAndCanKeepAggregatesWhole(t *testing.
 		t.Fatalf("stored %d records, want 4", len(want))
 	}
 	p, s := beam.NewPipelineWithRoot()
-	recs := ReadBounded(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithDeaggregation(false),
+	recs := ReadBounded(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithoutDeaggregation(),
 		WithCustomWatermarkPolicy(&testTimeFn{Offset: 5}))...)
 	passert.Equals(s, beam.ParDo(s, withEventTime, recs), want...)
 	if err := ptest.Run(p); err != nil {

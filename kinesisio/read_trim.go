@@ -17,7 +17,7 @@ import (
 
 // The trim rule, for polling and enhanced fan-out alike: a read that starts at a sequence
 // number the stream no longer retains has lost the records between that number and the
-// oldest retained one. It fails, or with WithFailOnDataLoss(false) it goes on from the trim
+// oldest retained one. It fails, or with WithSkipOnDataLoss it goes on from the trim
 // horizon, with a warning and the data_loss_skips counter.
 
 const (
@@ -78,7 +78,7 @@ func (r *shardReader) onDataLoss(ctx context.Context, st *readState, oldest stri
 // dataLossError is the error of a read whose position rest has been trimmed; oldest is the
 // oldest retained sequence number.
 func dataLossError(d shardDescriptor, rest shardRestriction, oldest string) error {
-	return fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithFailOnDataLoss(false) to continue from the trim horizon", d, rest.startString(), oldest)
+	return fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithSkipOnDataLoss() to continue from the trim horizon", d, rest.startString(), oldest)
 }
 
 // startTrimmed reports whether the record seq of shard d has been trimmed: it returns the

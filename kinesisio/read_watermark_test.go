@@ -125,7 +125,7 @@ func TestReadWatermarkHoldsWhileTheStreamIsUnreadable(t *testing.T) {
 	const stream = "unreadable"
 	srv := startServer(t, stream, 1)
 	ctx := context.Background()
-	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithRetries(2, time.Millisecond, 2*time.Millisecond),
+	cfg := buildConfig(targetRead, connect(srv, WithRetries(2, time.Millisecond, 2*time.Millisecond),
 		WithIdleThreshold(time.Second), WithStartingPosition(TrimHorizon())))
 	r, err := newShardReader(ctx, newReadSpec(stream, cfg))
 	if err != nil {

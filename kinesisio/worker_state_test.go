@@ -28,9 +28,9 @@ type memoHarness struct {
 	rest shardRestriction
 }
 
-func newMemoHarness(t *testing.T, srv *kinesistest.Server, stream string, opts ...Option) *memoHarness {
+func newMemoHarness(t *testing.T, srv *kinesistest.Server, stream string, opts ...ReadOption) *memoHarness {
 	t.Helper()
-	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, opts...))
+	cfg := buildConfig(targetRead, connect(srv, opts...))
 	spec := newReadSpec(stream, cfg)
 	r, err := newShardReader(context.Background(), spec)
 	if err != nil {
@@ -466,7 +466,7 @@ func TestDiscoveryPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes(t *testin
 	const stream = "impatient-discovery"
 	const interval = 300 * time.Millisecond
 	srv := startServer(t, stream, 2)
-	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithStartingPosition(TrimHorizon()), WithDescribeShardInterval(interval)))
+	cfg := buildConfig(targetRead, connect(srv, WithStartingPosition(TrimHorizon()), WithDescribeShardInterval(interval)))
 	fn := &discoverFn{Spec: newDiscoverySpec(stream, cfg)}
 	ctx := context.Background()
 	we := newWatermarkEstimator(mtime.MinTimestamp.Milliseconds())
@@ -497,7 +497,7 @@ func TestShardReaderPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes(t *test
 	const interval = 300 * time.Millisecond
 	srv := startServer(t, stream, 1)
 	ctx := context.Background()
-	cfg := buildConfig("kinesisio.Read", dirRead, connect(srv, WithStartingPosition(TrimHorizon()), WithPollInterval(interval)))
+	cfg := buildConfig(targetRead, connect(srv, WithStartingPosition(TrimHorizon()), WithPollInterval(interval)))
 	r, err := newShardReader(ctx, newReadSpec(stream, cfg))
 	if err != nil {
 		t.Fatal(err)

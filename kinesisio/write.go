@@ -74,11 +74,11 @@ func init() {
 // putrecords_calls, throttled_entries, retries, failed_messages, invalid_messages,
 // wrong_shard_aggregates, rerouted_messages, service_distributed_messages,
 // distribution_switches, and the distribution aggregate_bytes.
-func Write(s beam.Scope, stream string, msgs beam.PCollection, opts ...Option) beam.PCollection {
-	const transform = "kinesisio.Write"
+func Write(s beam.Scope, stream string, msgs beam.PCollection, opts ...WriteOption) beam.PCollection {
+	transform := targetWrite.String()
 	s = s.Scope(transform)
 	validateStreamName(transform, stream)
-	cfg := buildConfig(transform, dirWrite, opts)
+	cfg := buildConfig(targetWrite, opts)
 	regionFromStreamARN(transform, stream, &cfg)
 	if t := msgs.Type().Type(); t != reflect.TypeOf(Message{}) {
 		panic(fmt.Sprintf("%s: the input must be a PCollection of kinesisio.Message, got %v; build messages with MessagesFromBytes, MessagesFromStrings or MessagesWithRandomKeys", transform, t))

@@ -45,7 +45,7 @@ func BenchmarkWriteShardThroughput(b *testing.B) {
 
 // measureWrite writes n messages to a fresh stream with limits on and returns the
 // steady-state messages per second per shard and the number of throttled entries.
-func measureWrite(b *testing.B, shards, n int, opts ...Option) (float64, int64) {
+func measureWrite(b *testing.B, shards, n int, opts ...WriteOption) (float64, int64) {
 	b.Helper()
 	srv := startStream(b, "bench", shards, kinesistest.WithLimits())
 	p, s := beam.NewPipelineWithRoot()

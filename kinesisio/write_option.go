@@ -88,73 +88,73 @@ func (w *writeConfig) validate() error {
 // WithAggregation packs the user records bound for one shard into KPL aggregated records
 // (the default, as in the KPL and the Spark connectors' kinesis.executor.aggregationEnabled).
 // Consumers must deaggregate: kinesisio.Read, the KCL and Lambda's KPL support do.
-func WithAggregation() Option {
-	return Option{name: "WithAggregation", dirs: dirWrite, apply: func(c *config) error {
+func WithAggregation() WriteOption {
+	return writeOnly{option{name: "WithAggregation", apply: func(c *config) error {
 		c.write.Aggregate = true
 		return nil
-	}}
+	}}}
 }
 
 // WithoutAggregation sends every message as its own Kinesis record, for consumers that
 // cannot deaggregate. A shard then carries at most 1000 messages a second however small
 // they are.
-func WithoutAggregation() Option {
-	return Option{name: "WithoutAggregation", dirs: dirWrite, apply: func(c *config) error {
+func WithoutAggregation() WriteOption {
+	return writeOnly{option{name: "WithoutAggregation", apply: func(c *config) error {
 		c.write.Aggregate = false
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxAggregateBytes bounds the size of an aggregated record as the service counts it
 // (partition key + data), 64 bytes to 1 MiB. Default 51200 (the KPL's). Messages too large
 // for an aggregate are sent on their own, as plain records, up to the stream's record size
 // limit (see Write): a stream that allows larger records does not make aggregates larger.
-func WithMaxAggregateBytes(n int) Option {
-	return Option{name: "WithMaxAggregateBytes", dirs: dirWrite, apply: func(c *config) error {
+func WithMaxAggregateBytes(n int) WriteOption {
+	return writeOnly{option{name: "WithMaxAggregateBytes", apply: func(c *config) error {
 		if n < 64 || n > batch.DefaultMaxRecordBytes {
 			return fmt.Errorf("%d bytes is outside 64..%d (the record size limit)", n, batch.DefaultMaxRecordBytes)
 		}
 		c.write.MaxAggregateBytes = n
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxAggregateRecords bounds the number of messages in one aggregated record. Default:
 // no limit but the byte limit (the KPL's 4294967295).
-func WithMaxAggregateRecords(n int) Option {
-	return Option{name: "WithMaxAggregateRecords", dirs: dirWrite, apply: func(c *config) error {
+func WithMaxAggregateRecords(n int) WriteOption {
+	return writeOnly{option{name: "WithMaxAggregateRecords", apply: func(c *config) error {
 		if n < 1 {
 			return fmt.Errorf("the limit %d must be at least 1", n)
 		}
 		c.write.MaxAggregateRecords = n
 		return nil
-	}}
+	}}}
 }
 
 // WithRecordMaxBufferedTime sets how long a message may wait for its aggregate or its
 // PutRecords request to fill before it is sent anyway (the Spark connectors'
 // kinesis.executor.recordMaxBufferedTime). Default 100 ms, the KPL's (the Spark connectors
 // used 1 s). Longer waits fill requests better; every bundle is flushed at its end in any case.
-func WithRecordMaxBufferedTime(d time.Duration) Option {
-	return Option{name: "WithRecordMaxBufferedTime", dirs: dirWrite, apply: func(c *config) error {
+func WithRecordMaxBufferedTime(d time.Duration) WriteOption {
+	return writeOnly{option{name: "WithRecordMaxBufferedTime", apply: func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("the buffered time %v must be positive", d)
 		}
 		c.write.RecordMaxBufferedTime = d
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxConnections bounds the PutRecords requests one worker runs at once, 1 to 256 (the
 // Spark connectors' kinesis.executor.maxConnections). Default 24, the KPL's.
-func WithMaxConnections(n int) Option {
-	return Option{name: "WithMaxConnections", dirs: dirWrite, apply: func(c *config) error {
+func WithMaxConnections(n int) WriteOption {
+	return writeOnly{option{name: "WithMaxConnections", apply: func(c *config) error {
 		if n < 1 || n > 256 {
 			return fmt.Errorf("%d connections is outside 1..256", n)
 		}
 		c.write.MaxConnections = n
 		return nil
-	}}
+	}}}
 }
 
 // WithFlushWaitTime bounds how long the end of a bundle waits for its messages to be
@@ -165,14 +165,14 @@ func WithMaxConnections(n int) Option {
 // It stands for the Spark connectors' kinesis.executor.flushwaittimemillis, which was the
 // polling interval of their flush loop. Write does not poll (each acknowledgement wakes it),
 // so the option bounds the wait instead.
-func WithFlushWaitTime(d time.Duration) Option {
-	return Option{name: "WithFlushWaitTime", dirs: dirWrite, apply: func(c *config) error {
+func WithFlushWaitTime(d time.Duration) WriteOption {
+	return writeOnly{option{name: "WithFlushWaitTime", apply: func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("the wait %v must be positive", d)
 		}
 		c.write.FlushWaitTime = d
 		return nil
-	}}
+	}}}
 }
 
 // WithRateLimit sets the share of each shard's write limits (1000 records/s, 1 MiB/s) a
@@ -183,14 +183,14 @@ func WithFlushWaitTime(d time.Duration) Option {
 // Default 100, so a healthy stream is not driven into throttling. The limit is per worker:
 // with several workers writing to the same shards, lower it or rely on retries. (The KPL's
 // default of 150 relies on retrying until a 30 s TTL; Write's retries are counted.)
-func WithRateLimit(percent int) Option {
-	return Option{name: "WithRateLimit", dirs: dirWrite, apply: func(c *config) error {
+func WithRateLimit(percent int) WriteOption {
+	return writeOnly{option{name: "WithRateLimit", apply: func(c *config) error {
 		if percent < 1 || percent > 1000 {
 			return fmt.Errorf("%d%% is outside 1..1000", percent)
 		}
 		c.write.RateLimitPercent = percent
 		return nil
-	}}
+	}}}
 }
 
 // WithMaxBufferedBytes bounds the memory a worker's writer holds in messages not yet
@@ -199,14 +199,14 @@ func WithRateLimit(percent int) Option {
 // bookkeeping, so the bound holds for the heap, not just for the payload bytes. A single
 // message over the bound (a large record on a stream that allows them) is still accepted,
 // once everything before it is acknowledged.
-func WithMaxBufferedBytes(n int) Option {
-	return Option{name: "WithMaxBufferedBytes", dirs: dirWrite, apply: func(c *config) error {
+func WithMaxBufferedBytes(n int) WriteOption {
+	return writeOnly{option{name: "WithMaxBufferedBytes", apply: func(c *config) error {
 		if n < batch.DefaultMaxRecordBytes {
 			return fmt.Errorf("%d bytes is below the record size limit of %d", n, batch.DefaultMaxRecordBytes)
 		}
 		c.write.MaxBufferedBytes = n
 		return nil
-	}}
+	}}}
 }
 
 // WithFailOnError makes a message that cannot be written fail the bundle (and so, after
@@ -214,21 +214,21 @@ func WithMaxBufferedBytes(n int) Option {
 // a message over the stream's record size limit: raising the limit with
 // UpdateMaxRecordSize lets the retried bundle write it. Other invalid messages (bad keys)
 // still go to the failed output: retrying cannot fix them.
-func WithFailOnError() Option {
-	return Option{name: "WithFailOnError", dirs: dirWrite, apply: func(c *config) error {
+func WithFailOnError() WriteOption {
+	return writeOnly{option{name: "WithFailOnError", apply: func(c *config) error {
 		c.write.FailOnError = true
 		return nil
-	}}
+	}}}
 }
 
 // WithShardMapRefreshInterval sets how often the writer lists the stream's open shards to
 // route messages, besides listing them when a write shows a resharding. Default 1 minute.
-func WithShardMapRefreshInterval(d time.Duration) Option {
-	return Option{name: "WithShardMapRefreshInterval", dirs: dirWrite, apply: func(c *config) error {
+func WithShardMapRefreshInterval(d time.Duration) WriteOption {
+	return writeOnly{option{name: "WithShardMapRefreshInterval", apply: func(c *config) error {
 		if d < time.Second {
 			return fmt.Errorf("the interval %v is below 1s", d)
 		}
 		c.write.ShardMapRefresh = d
 		return nil
-	}}
+	}}}
 }

@@ -70,8 +70,8 @@ func startStream(t testing.TB, stream string, shards int, opts ...kinesistest.Op
 }
 
 // to connects the connector to srv.
-func to(srv *kinesistest.Server, opts ...Option) []Option {
-	return append([]Option{WithEndpoint(srv.URL()), WithRegion("us-east-1"), WithStaticCredentials("test", "test")}, opts...)
+func to(srv *kinesistest.Server, opts ...WriteOption) []WriteOption {
+	return append([]WriteOption{WithEndpoint(srv.URL()), WithRegion("us-east-1"), WithStaticCredentials("test", "test")}, opts...)
 }
 
 func readStream(t testing.TB, srv *kinesistest.Server, stream string) streamcheck.Result {
@@ -380,7 +380,7 @@ func TestMessageHelpers(t *testing.T) {
 
 func TestWriteOptionsPanicNamingTheOption(t *testing.T) {
 	for _, tc := range []struct {
-		opt  Option
+		opt  WriteOption
 		name string
 	}{
 		{WithMaxConnections(0), "WithMaxConnections"},
@@ -409,7 +409,7 @@ func TestWriteOptionsPanicNamingTheOption(t *testing.T) {
 	if !strings.Contains(got, "kinesisio.Message") {
 		t.Errorf("panic %q for a PCollection<string>, want one naming kinesisio.Message", got)
 	}
-	cfg := buildConfig("kinesisio.Write", dirWrite, []Option{WithoutAggregation(), WithMaxConnections(3), WithRateLimit(50)})
+	cfg := buildConfig(targetWrite, []WriteOption{WithoutAggregation(), WithMaxConnections(3), WithRateLimit(50)})
 	if cfg.write.Aggregate || cfg.write.MaxConnections != 3 || cfg.write.RateLimitPercent != 50 || cfg.write.MaxAggregateBytes != DefaultMaxAggregateBytes {
 		t.Errorf("config %+v does not reflect the options over the defaults", cfg.write)
 	}

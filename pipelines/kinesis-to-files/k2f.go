@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,7 +100,7 @@ type environment struct {
 // job is a resolved configuration.
 type job struct {
 	stream     string
-	opts       []kinesisio.Option
+	opts       []kinesisio.ReadOption
 	bounded    bool
 	window     time.Duration
 	format     string
@@ -165,15 +166,15 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 		if err != nil {
 			return job{}, err
 		}
-		j.srv, j.stream, j.opts = srv, embeddedStream, embedded.Options(srv)
+		j.srv, j.stream, j.opts = srv, embeddedStream, pipeflags.ReadOptions(embedded.Options(srv), read...)
 	default:
-		opts, err := cfg.Kinesis.Options()
+		client, err := cfg.Kinesis.Options()
 		if err != nil {
 			return job{}, err
 		}
-		j.opts = opts
+		j.opts = pipeflags.ReadOptions(client, read...)
 	}
-	j.bounded, j.opts = bounded, append(j.opts, read...)
+	j.bounded = bounded
 	dir := cfg.StagingDir
 	if dir == "" {
 		dir = filepath.Join("kinesis_staging", j.stream)
@@ -190,7 +191,14 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 // build adds the pipeline to s and returns the paths of the event files and of the
 // dead-letter files it writes, two PCollection<string>.
 func (j job) build(s beam.Scope) (eventFiles, deadLetterFiles beam.PCollection) {
-	recs, commit := pipeflags.ReadWithCommit(s, j.stream, j.bounded, j.opts)
+	var commit kinesisio.Commit
+	opts := append(slices.Clip(j.opts), kinesisio.WithCommitAfterSinks(&commit))
+	var recs beam.PCollection
+	if j.bounded {
+		recs = kinesisio.ReadBounded(s, j.stream, opts...)
+	} else {
+		recs = kinesisio.Read(s, j.stream, opts...)
+	}
 	recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
 	// Files are per window and Kinesis shard: a restart from the table resumes each shard on
 	// its own at the first record of a window not written, and then rewrites that shard's

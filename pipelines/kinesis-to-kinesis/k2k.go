@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -76,7 +77,7 @@ type environment struct {
 	// seed puts the records of the embedded input stream; nil puts embeddedRecords.
 	seed func(ctx context.Context, srv *kinesistest.Server) error
 	// extra options, appended to the read and the write (e.g. faster retries).
-	extra []kinesisio.Option
+	extra []kinesisio.ClientOption
 }
 
 // job is a resolved configuration.
@@ -84,8 +85,8 @@ type job struct {
 	input, output string
 	transform     string
 	reshuffle     bool
-	readOpts      []kinesisio.Option
-	writeOpts     []kinesisio.Option
+	readOpts      []kinesisio.ReadOption
+	writeOpts     []kinesisio.WriteOption
 	bounded       bool
 	window        time.Duration
 	// srv is the embedded server, nil with real streams.
@@ -109,7 +110,7 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 		return job{}, fmt.Errorf("--reshuffle applies to --transform=%s only (the %s transform groups the records already)", transformPassthrough, transformCount)
 	}
 	j := job{input: cfg.Input, output: cfg.Output, transform: cfg.Transform, reshuffle: cfg.Reshuffle, window: cfg.Source.Window}
-	var client []kinesisio.Option
+	var client []kinesisio.ClientOption
 	// Flags are checked before the embedded server starts.
 	bounded, read, err := cfg.Source.Resolve(cfg.Input == "" && cfg.Output == "")
 	if err != nil {
@@ -141,19 +142,27 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 		client = opts
 	}
 	j.bounded = bounded
-	j.readOpts = append(append(append([]kinesisio.Option(nil), client...), read...), env.extra...)
+	client = append(client, env.extra...)
+	j.readOpts = pipeflags.ReadOptions(client, read...)
 	agg := kinesisio.WithAggregation()
 	if !cfg.Aggregation {
 		agg = kinesisio.WithoutAggregation()
 	}
-	j.writeOpts = append(append(append([]kinesisio.Option(nil), client...), agg), env.extra...)
+	j.writeOpts = pipeflags.WriteOptions(client, agg)
 	return j, nil
 }
 
 // build adds the pipeline to s and returns the messages the write failed, a
 // PCollection<kinesisio.FailedMessage>, after logging and counting them.
 func (j job) build(s beam.Scope) beam.PCollection {
-	recs, commit := pipeflags.ReadWithCommit(s, j.input, j.bounded, j.readOpts)
+	var commit kinesisio.Commit
+	opts := append(slices.Clip(j.readOpts), kinesisio.WithCommitAfterSinks(&commit))
+	var recs beam.PCollection
+	if j.bounded {
+		recs = kinesisio.ReadBounded(s, j.input, opts...)
+	} else {
+		recs = kinesisio.Read(s, j.input, opts...)
+	}
 	var msgs beam.PCollection
 	switch j.transform {
 	case transformPassthrough:

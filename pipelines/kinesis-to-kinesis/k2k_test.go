@@ -172,7 +172,7 @@ func TestStreamingCountsEachValuePerWindow(t *testing.T) {
 // count must come out of the failed output with the service's error code, be counted, and
 // the output stream must stay empty.
 func TestFailedWritesAreReportedAndCounted(t *testing.T) {
-	j := start(t, environment{extra: []kinesisio.Option{kinesisio.WithRetries(1, time.Millisecond, time.Millisecond)}})
+	j := start(t, environment{extra: []kinesisio.ClientOption{kinesisio.WithRetries(1, time.Millisecond, time.Millisecond)}})
 	j.srv.SetFaults(kinesistest.Faults{Seed: 1, PutEntryInternalFailureRate: 1, Operations: []string{"PutRecords"}})
 
 	p, s := beam.NewPipelineWithRoot()

@@ -100,7 +100,7 @@ const embeddedWarmDelay = 500 * time.Millisecond
 // job is a resolved configuration.
 type job struct {
 	stream string
-	opts   []kinesisio.Option
+	opts   []kinesisio.WriteOption
 	warm   *warmup // nil: none
 	gen    generateFn
 	count  int64
@@ -151,7 +151,7 @@ func prepare(cfg config, env environment) (job, error) {
 		if err != nil {
 			return job{}, err
 		}
-		j.srv, j.stream, j.opts = srv, embeddedStream, embedded.Options(srv)
+		j.srv, j.stream, j.opts = srv, embeddedStream, pipeflags.WriteOptions(embedded.Options(srv))
 		if cfg.WarmMiBps > 0 {
 			if err := enableCommitment(ctx, srv); err != nil {
 				srv.Close()
@@ -160,11 +160,11 @@ func prepare(cfg config, env environment) (job, error) {
 			warmClient = srv.Client(env.warmClientOptions...)
 		}
 	} else {
-		opts, err := cfg.Kinesis.Options()
+		client, err := cfg.Kinesis.Options()
 		if err != nil {
 			return job{}, err
 		}
-		j.opts = opts
+		j.opts = pipeflags.WriteOptions(client)
 		if cfg.WarmMiBps > 0 {
 			settings, err := cfg.Kinesis.Settings(os.Getenv)
 			if err != nil {

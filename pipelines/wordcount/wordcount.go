@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -65,7 +66,7 @@ type environment struct {
 // job is a resolved configuration: what to read and how to window it.
 type job struct {
 	stream  string
-	opts    []kinesisio.Option
+	opts    []kinesisio.ReadOption
 	bounded bool
 	window  time.Duration
 	// srv is the embedded server, nil with a real stream.
@@ -100,15 +101,15 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 		if err != nil {
 			return job{}, err
 		}
-		j.srv, j.stream, j.opts = srv, embeddedStream, embedded.Options(srv)
+		j.srv, j.stream, j.opts = srv, embeddedStream, pipeflags.ReadOptions(embedded.Options(srv), read...)
 	default:
-		opts, err := cfg.Kinesis.Options()
+		client, err := cfg.Kinesis.Options()
 		if err != nil {
 			return job{}, err
 		}
-		j.opts = opts
+		j.opts = pipeflags.ReadOptions(client, read...)
 	}
-	j.bounded, j.opts = bounded, append(j.opts, read...)
+	j.bounded = bounded
 	return j, nil
 }
 
@@ -142,9 +143,13 @@ func (j job) buildPrinted(s beam.Scope) {
 
 // tables adds the word count to s and returns its tables and the read's commit.
 func (j job) tables(s beam.Scope) (beam.PCollection, kinesisio.Commit) {
-	recs, commit := pipeflags.ReadWithCommit(s, j.stream, j.bounded, j.opts)
-	if !j.bounded {
-		recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
+	var commit kinesisio.Commit
+	opts := append(slices.Clip(j.opts), kinesisio.WithCommitAfterSinks(&commit))
+	var recs beam.PCollection
+	if j.bounded {
+		recs = kinesisio.ReadBounded(s, j.stream, opts...)
+	} else {
+		recs = beam.WindowInto(s, window.NewFixedWindows(j.window), kinesisio.Read(s, j.stream, opts...))
 	}
 	texts, dead := decode.String(s, recs)
 	beam.ParDo0(s, reportDeadLetter, dead)

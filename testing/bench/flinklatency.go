@@ -123,7 +123,7 @@ func (b *Bench) rowFlinkLatency(ctx context.Context, id string, poll time.Durati
 	go func() {
 		defer wg.Done()
 		defer close(oursStopped)
-		var opts []kinesisio.Option
+		var opts []kinesisio.ReadOption
 		if poll > 0 {
 			opts = append(opts, kinesisio.WithPollInterval(poll))
 		}
@@ -226,7 +226,7 @@ func commonLatencies(ours, theirs map[uint64]time.Duration, puts []time.Time, wa
 // streamOnFlink runs a streaming Read of stream with default options and opts on the job
 // server at parallelism until the job is cancelled, noting each record's latency in
 // latencyByIndex (its workers run in this process).
-func (b *Bench) streamOnFlink(ctx context.Context, url, stream string, parallelism int, opts ...kinesisio.Option) error {
+func (b *Bench) streamOnFlink(ctx context.Context, url, stream string, parallelism int, opts ...kinesisio.ReadOption) error {
 	saved := [...]any{*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism}
 	*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism = b.cfg.FlinkEndpoint, "LOOPBACK", parallelism
 	defer func() {

@@ -153,7 +153,7 @@ func (b *Bench) rowsLatency(ctx context.Context) ([]Row, error) {
 	return []Row{polling, efo}, err
 }
 
-func (b *Bench) rowLatency(ctx context.Context, id, mode string, srvOpts []kinesistest.Option, readOpts ...kinesisio.Option) (Row, error) {
+func (b *Bench) rowLatency(ctx context.Context, id, mode string, srvOpts []kinesistest.Option, readOpts ...kinesisio.ReadOption) (Row, error) {
 	srv, err := kinesistest.Start(srvOpts...)
 	if err != nil {
 		return Row{}, fmt.Errorf("starting the Kinesis server: %w", err)

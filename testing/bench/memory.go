@@ -214,7 +214,7 @@ func (b *Bench) rowMemory(ctx context.Context) (Row, error) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	msgs := beam.ParDo(s, &genMessagesFn{N: n}, beam.Impulse(s))
-	failed := kinesisio.Write(s, "out", msgs, connect(cs.url)...)
+	failed := kinesisio.Write(s, "out", msgs, connect[kinesisio.WriteOption](cs.url)...)
 	beam.ParDo0(s, discardFailures, stats.CountElms(s, failed))
 	sampler := startHeapSampler()
 	start := time.Now()

@@ -116,12 +116,12 @@ func vmHWM() uint64 {
 }
 
 // oursRead reads stream from TRIM_HORIZON with ReadBounded and tallies what it emits.
-func oursRead(ctx context.Context, url, stream string, opts ...kinesisio.Option) (anchorRun, error) {
+func oursRead(ctx context.Context, url, stream string, opts ...kinesisio.ReadOption) (anchorRun, error) {
 	tallyMu.Lock()
 	tallySet, tallySpans = multiset{}, map[string]shardSpan{}
 	tallyMu.Unlock()
 	p, s := beam.NewPipelineWithRoot()
-	recs := kinesisio.ReadBounded(s, stream, connect(url, append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}, opts...)...)...)
+	recs := kinesisio.ReadBounded(s, stream, connect(url, append([]kinesisio.ReadOption{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}, opts...)...)...)
 	beam.ParDo0(s, discard, stats.Sum(s, beam.ParDo(s, &tallyFn{}, recs)))
 	u := startUsage()
 	tallyStart = time.Now()

@@ -32,12 +32,18 @@ func benchData(i int) []byte {
 // benchKey returns the partition key of record i (distinct per record, 8 bytes).
 func benchKey(i int) string { return fmt.Sprintf("k%07d", i) }
 
-// connect returns the kinesisio options that point at a server's endpoint.
-func connect(url string, opts ...kinesisio.Option) []kinesisio.Option {
-	return append([]kinesisio.Option{
+// connect returns the kinesisio options that point at a server's endpoint followed by opts,
+// read or write options (O is kinesisio.ReadOption or kinesisio.WriteOption).
+func connect[O any](url string, opts ...O) []O {
+	client := []kinesisio.ClientOption{
 		kinesisio.WithEndpoint(url), kinesisio.WithRegion("us-east-1"),
 		kinesisio.WithStaticCredentials("test", "test"),
-	}, opts...)
+	}
+	all := make([]O, 0, len(client)+len(opts))
+	for _, c := range client {
+		all = append(all, any(c).(O))
+	}
+	return append(all, opts...)
 }
 
 // putPlain stores records 0..n-1 as plain records, 500 per PutRecords call, from four

@@ -28,7 +28,7 @@ type writeRun struct {
 // as kinesisio's BenchmarkWriteShardThroughput does, the steady-state rate from the stored
 // records' arrival times: the first second is left out, because the server's and the
 // writer's token buckets both start full.
-func measureWrite(ctx context.Context, name string, shards, n int, opts ...kinesisio.Option) (writeRun, error) {
+func measureWrite(ctx context.Context, name string, shards, n int, opts ...kinesisio.WriteOption) (writeRun, error) {
 	srv, err := kinesistest.Start(kinesistest.WithLimits())
 	if err != nil {
 		return writeRun{}, fmt.Errorf("starting the Kinesis server: %w", err)

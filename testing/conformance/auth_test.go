@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ var authKey = kinesistest.Credential{AccessKeyID: "AKIACONFORMANCE", SecretAcces
 
 // roundTrip writes n messages and reads them back with and without enhanced
 // fan-out, through opts.
-func roundTrip(t *testing.T, srv *kinesistest.Server, stream string, n int, opts ...kinesisio.Option) {
+func roundTrip(t *testing.T, srv *kinesistest.Server, stream string, n int, opts ...kinesisio.ClientOption) {
 	t.Helper()
 	if err := srv.CreateStream(stream, 2); err != nil {
 		t.Fatal(err)
@@ -39,17 +40,22 @@ func roundTrip(t *testing.T, srv *kinesistest.Server, stream string, n int, opts
 		want = append(want, m.PartitionKey+"|"+string(m.Data))
 	}
 	p, s := beam.NewPipelineWithRoot()
-	passert.Empty(s, kinesisio.Write(s, stream, beam.CreateList(s, msgs), append(opts, kinesisio.WithoutAggregation())...))
+	wo := []kinesisio.WriteOption{kinesisio.WithoutAggregation()}
+	ro := []kinesisio.ReadOption{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}
+	for _, o := range opts {
+		wo, ro = append(wo, o), append(ro, o)
+	}
+	passert.Empty(s, kinesisio.Write(s, stream, beam.CreateList(s, msgs), wo...))
 	if err := ptest.Run(p); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
 	for _, efo := range []bool{false, true} {
-		ro := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon())}, opts...)
+		read := ro
 		if efo {
-			ro = append(ro, kinesisio.WithEnhancedFanOut("conformance"))
+			read = append(slices.Clip(ro), kinesisio.WithEnhancedFanOut("conformance"))
 		}
 		p, s := beam.NewPipelineWithRoot()
-		recs := kinesisio.ReadBounded(s, stream, ro...)
+		recs := kinesisio.ReadBounded(s, stream, read...)
 		passert.Equals(s, beam.ParDo(s, messageKey, recs), want...)
 		if err := ptest.Run(p); err != nil {
 			t.Fatalf("ReadBounded (enhanced fan-out %v): %v", efo, err)
@@ -94,15 +100,15 @@ func TestConnectorOverTLSAndHTTP2(t *testing.T) {
 // service's error.
 func TestConnectorWithSigV4Checks(t *testing.T) {
 	srv := startStrict(t, kinesistest.WithCredentials(authKey))
-	base := []kinesisio.Option{kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion("eu-west-1")}
+	base := []kinesisio.ClientOption{kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion("eu-west-1")}
 	roundTrip(t, srv, "signed", 200, append(base, kinesisio.WithStaticCredentials(authKey.AccessKeyID, authKey.SecretAccessKey))...)
 	if n := srv.AccessKeyUses()[authKey.AccessKeyID]; n == 0 {
 		t.Errorf("no request verified with %s", authKey.AccessKeyID)
 	}
 
 	p, s := beam.NewPipelineWithRoot()
-	kinesisio.ReadBounded(s, "signed", append(base, kinesisio.WithStaticCredentials(authKey.AccessKeyID, "wrong-secret"),
-		kinesisio.WithRetries(0, time.Millisecond, time.Millisecond))...)
+	kinesisio.ReadBounded(s, "signed", base[0], base[1], kinesisio.WithStaticCredentials(authKey.AccessKeyID, "wrong-secret"),
+		kinesisio.WithRetries(0, time.Millisecond, time.Millisecond))
 	err := ptest.Run(p)
 	if err == nil || !strings.Contains(err.Error(), "InvalidSignatureException") {
 		t.Fatalf("ReadBounded with a wrong secret: %v, want an InvalidSignatureException", err)

@@ -38,11 +38,17 @@ func userKey(shard, pk, ehk string, data []byte, aggregated bool) string {
 	return fmt.Sprintf("%s|%s|%s|%x|%v", shard, pk, ehk, data, aggregated)
 }
 
-// connect returns the options that point the connector at e.
-func connect(e *env, opts ...kinesisio.Option) []kinesisio.Option {
-	return append([]kinesisio.Option{
+// connect returns the options that point the connector at e followed by opts, read or
+// write options (O is kinesisio.ReadOption or kinesisio.WriteOption).
+func connect[O any](e *env, opts ...O) []O {
+	client := []kinesisio.ClientOption{
 		kinesisio.WithEndpoint(e.url), kinesisio.WithRegion("us-east-1"), kinesisio.WithStaticCredentials("test", "test"),
-	}, opts...)
+	}
+	all := make([]O, 0, len(client)+len(opts))
+	for _, c := range client {
+		all = append(all, any(c).(O))
+	}
+	return append(all, opts...)
 }
 
 // forEachEmulator runs fn as a subtest per emulator, one after the other

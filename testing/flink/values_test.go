@@ -77,13 +77,13 @@ func TestMessagesWithNilDataCrossAGroupByKeyOnFlink(t *testing.T) {
 	}
 	sort.Strings(want)
 
-	conn := []kinesisio.Option{kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion(kinesistest.Region), kinesisio.WithStaticCredentials("flink-e2e", "flink-e2e")}
+	endpoint, region, keys := kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion(kinesistest.Region), kinesisio.WithStaticCredentials("flink-e2e", "flink-e2e")
 	p, s := beam.NewPipelineWithRoot()
-	recs := kinesisio.Read(s, "values-in", append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon()), kinesisio.WithMaxReadTime(5 * time.Second)}, conn...)...)
+	recs := kinesisio.Read(s, "values-in", kinesisio.WithStartingPosition(kinesisio.TrimHorizon()), kinesisio.WithMaxReadTime(5*time.Second), endpoint, region, keys)
 	grouped := beam.GroupByKey(s, beam.ParDo(s, keyByPartitionKey, beam.ParDo(s, toMessageDroppingData, recs)))
 	// WithFailOnError: a message the write gives up on fails the job instead of going to
 	// the failed output.
-	kinesisio.Write(s, "values-out", beam.ParDo(s, ungroupMessages, grouped), append([]kinesisio.Option{kinesisio.WithoutAggregation(), kinesisio.WithFailOnError()}, conn...)...)
+	kinesisio.Write(s, "values-out", beam.ParDo(s, ungroupMessages, grouped), kinesisio.WithoutAggregation(), kinesisio.WithFailOnError(), endpoint, region, keys)
 
 	// A streaming job on Flink runs until it is cancelled: wait for the output to hold every
 	// message (or the job to fail), then cancel it.

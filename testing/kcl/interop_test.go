@@ -107,19 +107,20 @@ func readByBoth(kcl, got []rec) int {
 
 // readBounded runs a beamkinesis ReadBounded of stream on the checkpoint table and returns
 // what it read.
-func readBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.Option) []rec {
+func readBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.ReadOption) []rec {
 	t.Helper()
-	return runBounded(t, srv, dyn, stream, table, key, func(s beam.Scope, opts []kinesisio.Option) beam.PCollection {
+	return runBounded(t, srv, dyn, stream, table, key, func(s beam.Scope, opts []kinesisio.ReadOption) beam.PCollection {
 		return kinesisio.ReadBounded(s, stream, opts...)
 	}, extra...)
 }
 
-// readBoundedWithCommit is readBounded with the held commit (ReadBoundedWithCommit): the
+// readBoundedWithCommit is readBounded with the held commit (WithCommitAfterSinks): the
 // positions are committed after the records' sink, here the read's output itself.
-func readBoundedWithCommit(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.Option) []rec {
+func readBoundedWithCommit(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.ReadOption) []rec {
 	t.Helper()
-	return runBounded(t, srv, dyn, stream, table, key, func(s beam.Scope, opts []kinesisio.Option) beam.PCollection {
-		recs, commit := kinesisio.ReadBoundedWithCommit(s, stream, opts...)
+	return runBounded(t, srv, dyn, stream, table, key, func(s beam.Scope, opts []kinesisio.ReadOption) beam.PCollection {
+		var commit kinesisio.Commit
+		recs := kinesisio.ReadBounded(s, stream, append(opts, kinesisio.WithCommitAfterSinks(&commit))...)
 		commit.After(s, recs)
 		return recs
 	}, extra...)
@@ -127,9 +128,9 @@ func readBoundedWithCommit(t *testing.T, srv *kinesistest.Server, dyn, stream, t
 
 // runBounded runs the bounded read that read builds on the checkpoint table and returns
 // what it read.
-func runBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, read func(beam.Scope, []kinesisio.Option) beam.PCollection, extra ...kinesisio.Option) []rec {
+func runBounded(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, read func(beam.Scope, []kinesisio.ReadOption) beam.PCollection, extra ...kinesisio.ReadOption) []rec {
 	t.Helper()
-	opts := append([]kinesisio.Option{
+	opts := append([]kinesisio.ReadOption{
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion("us-east-1"), kinesisio.WithStaticCredentials("test", "test"),
 		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
 		kinesisio.WithCheckpointTable(table), kinesisio.WithCheckpointTableEndpoint(dyn),
@@ -266,14 +267,14 @@ func TestBeamkinesisThenKCLAcrossASplit(t *testing.T) {
 }
 
 // TestBeamkinesisHeldCommitThenKCLAcrossASplit is the same with the commit held until
-// after the sink (ReadBoundedWithCommit), which marks the split parent's pendingCheckpoint
+// after the sink (WithCommitAfterSinks), which marks the split parent's pendingCheckpoint
 // SHARD_END before its checkpoint: KCL must take the items over as well.
 func TestBeamkinesisHeldCommitThenKCLAcrossASplit(t *testing.T) {
 	testBeamkinesisThenKCLAcrossASplit(t, "beam-held-split", "beam-held-split-app", readBoundedWithCommit)
 }
 
 func testBeamkinesisThenKCLAcrossASplit(t *testing.T, stream, table string,
-	read func(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.Option) []rec) {
+	read func(t *testing.T, srv *kinesistest.Server, dyn, stream, table, key string, extra ...kinesisio.ReadOption) []rec) {
 	const perShard = 40
 	components.KCLT(t)
 	srv, dyn, all := setupSplit(t, stream, "")
@@ -379,7 +380,7 @@ func TestBeamkinesisRefusesTheLeasesOfARunningKCLWorker(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // polling the table: KCL offers no event to wait on
 	}
 
-	opts := []kinesisio.Option{
+	opts := []kinesisio.ReadOption{
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion("us-east-1"), kinesisio.WithStaticCredentials("test", "test"),
 		kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
 		kinesisio.WithCheckpointTable(app), kinesisio.WithCheckpointTableEndpoint(dyn),

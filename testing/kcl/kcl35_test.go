@@ -79,7 +79,7 @@ func TestKCL35SingleTableHandsOverBothWaysAcrossASplit(t *testing.T) {
 	t.Logf("KCL %s: %d records in %v, %d after its last checkpoints", k.Version, len(k1.Records), k1.Took.Round(time.Millisecond), len(uncommitted))
 
 	beamStart := time.Now()
-	got := readBounded(t, srv, dyn, stream, app, t.Name(), kinesisio.WithMaxRecords(perShard), kinesisio.WithCheckpointTakeover(true))
+	got := readBounded(t, srv, dyn, stream, app, t.Name(), kinesisio.WithMaxRecords(perShard), kinesisio.WithCheckpointTakeover())
 	byBeam := leases(t, db, app)
 	for id, l := range byBeam {
 		t.Logf("beamkinesis's lease %s: %s", id, describe(l.Item))

@@ -210,12 +210,15 @@ func run(ctx context.Context) (*ledger, error) {
 // to the output stream under its own partition key. With ends, the read ends --duration
 // plus --read_tail after it starts (on Flink the soak cancels the job instead).
 func soakPipeline(srv service, ends bool) *beam.Pipeline {
-	opts := []kinesisio.Option{
+	conn := []kinesisio.ClientOption{
 		kinesisio.WithEndpoint(srv.URL()), kinesisio.WithRegion(kinesistest.Region), kinesisio.WithStaticCredentials("soak", "soak"),
 	}
-	readOpts := append([]kinesisio.Option{kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
-		kinesisio.WithRetries(20, 50*time.Millisecond, time.Second)}, opts...)
-	writeOpts := append([]kinesisio.Option{kinesisio.WithRetries(*writeRetry, 50*time.Millisecond, time.Second)}, opts...)
+	readOpts := []kinesisio.ReadOption{kinesisio.WithStartingPosition(kinesisio.TrimHorizon()),
+		kinesisio.WithRetries(20, 50*time.Millisecond, time.Second)}
+	writeOpts := []kinesisio.WriteOption{kinesisio.WithRetries(*writeRetry, 50*time.Millisecond, time.Second)}
+	for _, o := range conn {
+		readOpts, writeOpts = append(readOpts, o), append(writeOpts, o)
+	}
 	if ends {
 		readOpts = append(readOpts, kinesisio.WithMaxReadTime(*duration+*readTail))
 	}

@@ -16,7 +16,7 @@ import (
 // third of WithCheckpointLeaseDuration while it reads the shard) increment it. A job that
 // finds another owner's lease either refuses to run alongside it (the default: it watches
 // the counter for one lease duration, takes the lease if the counter stood still, and fails
-// if it moved) or, with WithCheckpointTakeover(true), takes it at once. Every write of the
+// if it moved) or, with WithCheckpointTakeover(), takes it at once. Every write of the
 // table is conditional on the lease counter and owner last seen, so the job that lost a
 // lease finds out at its next commit or renewal, logs it, and stops reading the shard: there
 // are never two writers.
@@ -92,7 +92,7 @@ func (c *Checkpointer) AcquireAll(ctx context.Context, shards []Shard) ([]Resume
 
 // refuse is the error of a job that found d's lease held by a live owner.
 func (c *Checkpointer) refuse(ctx context.Context, d Shard, seen, cur leasetable.Lease) error {
-	err := &refusedError{fmt.Sprintf("kinesisio: checkpoint table %s: shard %s of stream %s is leased by owner %q, which is alive (its lease counter went from %d to %d within %v); this job (owner %q) refuses to read alongside it: stop that job first, or take its leases over with WithCheckpointTakeover(true)", c.cfg.Table, d.ID, d.Stream, cur.Owner, seen.Counter, cur.Counter, c.cfg.LeaseDuration, c.cfg.Owner)}
+	err := &refusedError{fmt.Sprintf("kinesisio: checkpoint table %s: shard %s of stream %s is leased by owner %q, which is alive (its lease counter went from %d to %d within %v); this job (owner %q) refuses to read alongside it: stop that job first, or take its leases over with WithCheckpointTakeover()", c.cfg.Table, d.ID, d.Stream, cur.Owner, seen.Counter, cur.Counter, c.cfg.LeaseDuration, c.cfg.Owner)}
 	log.Error(ctx, err.Error())
 	return err
 }

@@ -86,10 +86,10 @@ func Launch(ctx context.Context, setup Setup) (*kinesistest.Server, error) {
 	return srv, nil
 }
 
-// Options are the kinesisio options that point a transform at srv. The server does not
-// check signatures, so any static keys do; retries are quick because it is local.
-func Options(srv *kinesistest.Server) []kinesisio.Option {
-	return []kinesisio.Option{
+// Options are the kinesisio client options that point a transform at srv. The server does
+// not check signatures, so any static keys do; retries are quick because it is local.
+func Options(srv *kinesistest.Server) []kinesisio.ClientOption {
+	return []kinesisio.ClientOption{
 		kinesisio.WithEndpoint(srv.URL()),
 		kinesisio.WithRegion(kinesistest.Region),
 		kinesisio.WithStaticCredentials("embedded", "embedded"),

@@ -66,13 +66,13 @@ func FuzzPipelineFlags(f *testing.F) {
 		if kerr != nil || serr != nil {
 			return
 		}
-		build(t, commandLine, secret, bounded, append(kopts, sopts...))
+		build(t, commandLine, secret, bounded, ReadOptions(kopts, sopts...))
 	})
 }
 
 // build constructs the read the pipelines construct from opts and checks that a refusal
 // is kinesisio's construction error, which never quotes the secret key.
-func build(t *testing.T, commandLine, secret string, bounded bool, opts []kinesisio.Option) {
+func build(t *testing.T, commandLine, secret string, bounded bool, opts []kinesisio.ReadOption) {
 	t.Helper()
 	defer func() {
 		if r := recover(); r != nil {
@@ -86,6 +86,10 @@ func build(t *testing.T, commandLine, secret string, bounded bool, opts []kinesi
 		}
 	}()
 	p, s := beam.NewPipelineWithRoot()
-	Read(s, "orders", bounded, opts)
+	if bounded {
+		kinesisio.ReadBounded(s, "orders", opts...)
+	} else {
+		kinesisio.Read(s, "orders", opts...)
+	}
 	_ = p
 }

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/vet" // --runner=vet
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
@@ -53,20 +52,20 @@ func (k *Kinesis) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&k.StaticFromEnv, "aws_credentials_from_env", false, "ship the launcher's AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) to the workers as static keys, for workers without AWS credentials (e.g. Dataflow); they are redacted in logs")
 }
 
-// Options returns the kinesisio options the flags stand for, reading static keys from the
-// environment with --aws_credentials_from_env. kinesisio validates them when the transform
-// is built.
-func (k Kinesis) Options() ([]kinesisio.Option, error) {
+// Options returns the kinesisio client options the flags stand for, reading static keys
+// from the environment with --aws_credentials_from_env. kinesisio validates them when the
+// transform is built; ReadOptions and WriteOptions give them to a read and a write.
+func (k Kinesis) Options() ([]kinesisio.ClientOption, error) {
 	return k.OptionsFrom(os.Getenv)
 }
 
 // OptionsFrom is Options with the environment read through getenv.
-func (k Kinesis) OptionsFrom(getenv func(string) string) ([]kinesisio.Option, error) {
+func (k Kinesis) OptionsFrom(getenv func(string) string) ([]kinesisio.ClientOption, error) {
 	settings, err := k.Settings(getenv)
 	if err != nil {
 		return nil, err
 	}
-	var opts []kinesisio.Option
+	var opts []kinesisio.ClientOption
 	if settings.AccessKeyID != "" {
 		opts = append(opts, kinesisio.WithStaticCredentials(settings.AccessKeyID, settings.SecretAccessKey))
 		if settings.SessionToken != "" {
@@ -146,19 +145,19 @@ func (c *Checkpoints) register(fs *flag.FlagSet) {
 }
 
 // options returns the kinesisio options of the flags given.
-func (c Checkpoints) options() ([]kinesisio.Option, error) {
+func (c Checkpoints) options() ([]kinesisio.ReadOption, error) {
 	if c.Name == "" {
 		if c.Endpoint != "" || c.Takeover || c.LeaseDuration != 0 {
 			return nil, errors.New("--checkpoint_table_endpoint, --checkpoint_takeover and --checkpoint_lease_duration need --checkpoint_table")
 		}
 		return nil, nil
 	}
-	opts := []kinesisio.Option{kinesisio.WithCheckpointTable(c.Name)}
+	opts := []kinesisio.ReadOption{kinesisio.WithCheckpointTable(c.Name)}
 	if c.Endpoint != "" {
 		opts = append(opts, kinesisio.WithCheckpointTableEndpoint(c.Endpoint))
 	}
 	if c.Takeover {
-		opts = append(opts, kinesisio.WithCheckpointTakeover(true))
+		opts = append(opts, kinesisio.WithCheckpointTakeover())
 	}
 	if c.LeaseDuration < 0 {
 		return nil, fmt.Errorf("--checkpoint_lease_duration=%v must not be negative", c.LeaseDuration)
@@ -191,7 +190,7 @@ const EmbeddedMaxReadTime = 5 * time.Second
 // real streams a read is streaming unless --bounded, and starts at LATEST, the Spark
 // connectors' default, or at the trim horizon when bounded: a one-shot read from LATEST
 // would read nothing. --starting_position and --max_read_time override these defaults.
-func (s Source) Resolve(embedded bool) (bounded bool, opts []kinesisio.Option, err error) {
+func (s Source) Resolve(embedded bool) (bounded bool, opts []kinesisio.ReadOption, err error) {
 	if err := s.Validate(); err != nil {
 		return false, nil, err
 	}
@@ -207,7 +206,7 @@ func (s Source) Resolve(embedded bool) (bounded bool, opts []kinesisio.Option, e
 		}
 		start = p
 	}
-	opts = []kinesisio.Option{kinesisio.WithStartingPosition(start)}
+	opts = []kinesisio.ReadOption{kinesisio.WithStartingPosition(start)}
 	maxReadTime := s.MaxReadTime
 	if maxReadTime == 0 && embedded && !bounded {
 		maxReadTime = EmbeddedMaxReadTime
@@ -233,22 +232,22 @@ func (s Source) Validate() error {
 	return nil
 }
 
-// Read reads stream with kinesisio.ReadBounded when bounded, kinesisio.Read otherwise.
-func Read(s beam.Scope, stream string, bounded bool, opts []kinesisio.Option) beam.PCollection {
-	if bounded {
-		return kinesisio.ReadBounded(s, stream, opts...)
+// ReadOptions returns a new slice of the client options followed by opts, for a read.
+func ReadOptions(client []kinesisio.ClientOption, opts ...kinesisio.ReadOption) []kinesisio.ReadOption {
+	all := make([]kinesisio.ReadOption, 0, len(client)+len(opts))
+	for _, o := range client {
+		all = append(all, o)
 	}
-	return kinesisio.Read(s, stream, opts...)
+	return append(all, opts...)
 }
 
-// ReadWithCommit is Read whose checkpoint-table commit (with --checkpoint_table) waits for
-// the pipeline's sinks: pass their outputs to the Commit's After, so that a restart from the
-// table after a job died without a savepoint reads again what its open windows held.
-func ReadWithCommit(s beam.Scope, stream string, bounded bool, opts []kinesisio.Option) (beam.PCollection, kinesisio.Commit) {
-	if bounded {
-		return kinesisio.ReadBoundedWithCommit(s, stream, opts...)
+// WriteOptions returns a new slice of the client options followed by opts, for a write.
+func WriteOptions(client []kinesisio.ClientOption, opts ...kinesisio.WriteOption) []kinesisio.WriteOption {
+	all := make([]kinesisio.WriteOption, 0, len(client)+len(opts))
+	for _, o := range client {
+		all = append(all, o)
 	}
-	return kinesisio.ReadWithCommit(s, stream, opts...)
+	return append(all, opts...)
 }
 
 // OptionalBool is a boolean flag that knows whether it was given, so that its default can

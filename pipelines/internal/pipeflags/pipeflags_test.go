@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/kinesisio/awsconf"
 	"github.com/beamkinesis/beamkinesis/transforms/filesink"
 )
@@ -93,13 +94,14 @@ func TestFlagsBecomeValidOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := append(client, read...)
+	opts := ReadOptions(client, read...)
 	if len(opts) != 8 {
 		t.Errorf("got %d options, want 8 (keys, token, region, endpoint, profile, role, start, max read time)", len(opts))
 	}
 	_, scope := beam.NewPipelineWithRoot()
-	Read(scope, "orders", true, opts)
-	Read(scope, "orders", false, opts)
+	kinesisio.ReadBounded(scope, "orders", opts...)
+	kinesisio.Read(scope, "orders", opts...)
+	kinesisio.Write(scope, "orders", beam.Create(scope, kinesisio.Message{PartitionKey: "k"}), WriteOptions(client, kinesisio.WithoutAggregation())...)
 	if s.Window != 10*time.Second {
 		t.Errorf("window %v, want 10s", s.Window)
 	}
