@@ -340,7 +340,11 @@ func (s *Server) addConsumer(st *stream, name string, nowMs int64, active bool) 
 	if c := s.consumerLocked(st, name, nowMs); c != nil {
 		return nil, errorf(codeResourceInUse, "Consumer %s under stream %s for account %s already exists.", name, st.name, AccountID)
 	}
-	if n := len(s.liveConsumersLocked(st, nowMs)); n >= s.consumerLimit(st, nowMs) {
+	// Queues take registered-consumer slots too (queue.go).
+	s.queues.mu.Lock()
+	queues := s.queues.countOnLocked(st, nowMs)
+	s.queues.mu.Unlock()
+	if n := len(s.liveConsumersLocked(st, nowMs)) + queues; n >= s.consumerLimit(st, nowMs) {
 		return nil, errorf(codeLimitExceeded, "Stream %s under account %s already has %d consumers, the maximum.", st.name, AccountID, n)
 	}
 	activeMs := nowMs

@@ -16,8 +16,9 @@
 // SplitShard, MergeShards, UpdateShardCount, IncreaseStreamRetentionPeriod,
 // DecreaseStreamRetentionPeriod, UpdateMaxRecordSize,
 // UpdateStreamRecordDistributionStrategy, UpdateStreamWarmThroughput,
-// DescribeAccountSettings and UpdateAccountSettings, addressing streams by
-// StreamName or StreamARN. Validation and errors follow the service: the same error types,
+// UpdateStreamMode, DescribeAccountSettings and UpdateAccountSettings,
+// addressing streams by StreamName or StreamARN, and the twelve queue
+// operations (below). Validation and errors follow the service: the same error types,
 // HTTP statuses and, as far as known, messages.
 //
 // Service-managed record distribution: an ON_DEMAND stream created with, or
@@ -66,6 +67,35 @@
 // Subscriptions lists the open subscriptions and WaitSubscriptions waits for
 // them to change.
 //
+// Kinesis queues (queue.go): CreateQueue, UpdateQueue, DeleteQueue,
+// DescribeQueue and ListQueues (StreamFilter, NextToken paging) manage queues
+// on ON_DEMAND streams (CREATING, UPDATING and DELETING last
+// WithQueueTransitionDelay; a queue takes one of the stream's registered-
+// consumer slots; a stream with queues can be neither deleted nor switched to
+// PROVISIONED). ReceiveQueueRecords long-polls (WaitTimeSeconds, ended early by
+// records becoming visible, the server clock passing the wait, the client
+// leaving or the server shutting down) and returns up to 10 records in a
+// deliberately shuffled order (WithQueueSeed), each with a new receipt handle
+// and a RecordId that is the same in every queue on the stream;
+// AcknowledgeQueueRecords and UpdateQueueRecordsVisibility answer per entry.
+// Visibility timeouts run on the server clock; after MaxReceiveCount receives
+// an unacknowledged record becomes a dead letter, which
+// ReceiveDeadLetterQueueRecords, AcknowledgeDeadLetterQueueRecords,
+// UpdateDeadLetterQueueRecordsVisibility and RestoreDeadLetterQueueRecords
+// handle. A record leaves every queue with the stream's retention; at most
+// WithQueueInFlightLimit (120,000) records are in flight per queue. A stream
+// record is delivered whole, so a KPL aggregate is one queue record. The
+// service's behaviours this server assumes where the documentation is silent
+// are listed in testing/README.md. QueueStats, QueueRecords,
+// QueueAckedRecordIDs, WaitQueue and ExpireQueueInFlight let a test inspect a
+// queue and simulate the death of a consumer.
+//
+// aws-sdk-go-v2 sends queue operations to {queueId}.data-kinesis-queues.
+// {region}.amazonaws.com (and control-kinesis-queues) unless an endpoint is
+// configured: a client of this server must set BaseEndpoint (or
+// AWS_ENDPOINT_URL_KINESIS), as Client does; the account-ID endpoint mode
+// then does not matter.
+//
 // Clients with more than one subscription open should give each
 // SubscribeToShard call its own protocol, as in
 //
@@ -94,7 +124,9 @@
 //   - faults, with WithFaults or SetFaults: throttled or failed PutRecords
 //     entries, 5xx responses, throttled GetRecords, expired iterators,
 //     dropped connections and latency, subscriptions reset mid-stream and
-//     delayed events, drawn from a seeded generator;
+//     delayed events, throttled queue requests, throttled or failed queue
+//     entries and acknowledgements the queue loses, drawn from a seeded
+//     generator;
 //   - inspection: StreamRecords, ShardRecords and CallCount tell what the
 //     server stored and received.
 //
@@ -128,8 +160,8 @@
 // Known differences from the service: status transitions and resharding take
 // effect at once (WithTransitionDelay shows CREATING/UPDATING for a while but
 // the shards change immediately); warm throughput is reported, not enforced,
-// and changes no shards; UpdateStreamMode, channels and queues are not
-// implemented; tagging and encryption are not
+// and changes no shards; UpdateStreamMode changes the mode and not the
+// shards; channels are not implemented; tagging and encryption are not
 // implemented; every stream belongs to account 123456789012 and one namespace
 // whatever the region; signatures are checked only with WithCredentials, and
 // there is no IAM (any valid key may call any operation, and STS assumes any

@@ -52,6 +52,25 @@ type Faults struct {
 	// EventLatency is added, in real time, before every SubscribeToShardEvent
 	// frame, delaying records pushed to subscribers.
 	EventLatency time.Duration
+	// QueueThrottleRate is the share of queue requests (the twelve queue
+	// operations, ReceiveQueueRecords to ListQueues) that fail as a whole
+	// with ThrottlingException, before any work is done.
+	QueueThrottleRate float64
+	// QueueEntryThrottleRate is the share of entries of the queue entry
+	// operations (AcknowledgeQueueRecords, UpdateQueueRecordsVisibility and
+	// their dead-letter counterparts, RestoreDeadLetterQueueRecords) that
+	// fail with ErrorCode ThrottlingException, the record left as it was.
+	QueueEntryThrottleRate float64
+	// QueueEntryInternalFailureRate is the share of such entries that fail
+	// with ErrorCode InternalFailureException, the record left as it was.
+	QueueEntryInternalFailureRate float64
+	// QueueRedeliverAfterAckRate is the share of successful
+	// AcknowledgeQueueRecords entries whose acknowledgement the queue loses,
+	// as the service says happens "on rare occasions": the entry is reported
+	// Successful and the receipt handle stops working, but the record stays
+	// in flight and comes back, ReceiveCount one higher, when its visibility
+	// timeout runs out.
+	QueueRedeliverAfterAckRate float64
 	// Operations, when not empty, limits every fault to these operations
 	// ("PutRecords", "GetRecords", ...).
 	Operations []string
@@ -74,6 +93,10 @@ func (f Faults) validate() error {
 		{"DropConnectionRate", f.DropConnectionRate},
 		{"DropAfterProcessingRate", f.DropAfterProcessingRate},
 		{"SubscriptionDropRate", f.SubscriptionDropRate},
+		{"QueueThrottleRate", f.QueueThrottleRate},
+		{"QueueEntryThrottleRate", f.QueueEntryThrottleRate},
+		{"QueueEntryInternalFailureRate", f.QueueEntryInternalFailureRate},
+		{"QueueRedeliverAfterAckRate", f.QueueRedeliverAfterAckRate},
 	} {
 		if !(r.v >= 0 && r.v <= 1) {
 			return fmt.Errorf("Faults.%s = %v, want a probability in [0, 1]", r.name, r.v)
@@ -82,6 +105,10 @@ func (f Faults) validate() error {
 	if f.PutEntryThrottleRate+f.PutEntryInternalFailureRate > 1 {
 		return fmt.Errorf("Faults.PutEntryThrottleRate + PutEntryInternalFailureRate = %v, want at most 1",
 			f.PutEntryThrottleRate+f.PutEntryInternalFailureRate)
+	}
+	if f.QueueEntryThrottleRate+f.QueueEntryInternalFailureRate > 1 {
+		return fmt.Errorf("Faults.QueueEntryThrottleRate + QueueEntryInternalFailureRate = %v, want at most 1",
+			f.QueueEntryThrottleRate+f.QueueEntryInternalFailureRate)
 	}
 	if f.Latency < 0 {
 		return fmt.Errorf("Faults.Latency = %v, want >= 0", f.Latency)
@@ -96,7 +123,9 @@ func (f Faults) validate() error {
 func (f Faults) active() bool {
 	return f.PutEntryThrottleRate > 0 || f.PutEntryInternalFailureRate > 0 || f.ServerErrorRate > 0 ||
 		f.GetRecordsThrottleRate > 0 || f.ExpiredIteratorRate > 0 || f.DropConnectionRate > 0 ||
-		f.DropAfterProcessingRate > 0 || f.Latency > 0 || f.SubscriptionDropRate > 0 || f.EventLatency > 0
+		f.DropAfterProcessingRate > 0 || f.Latency > 0 || f.SubscriptionDropRate > 0 || f.EventLatency > 0 ||
+		f.QueueThrottleRate > 0 || f.QueueEntryThrottleRate > 0 || f.QueueEntryInternalFailureRate > 0 ||
+		f.QueueRedeliverAfterAckRate > 0
 }
 
 // injector draws faults for one Faults configuration.
@@ -166,6 +195,22 @@ func (in *injector) putEntryFault(stream string) string {
 		return codeThroughput
 	case r < throttle+internal:
 		return entryInternalFailure
+	}
+	return ""
+}
+
+// queueEntryFault returns the per-entry error code to inject for one entry of
+// a queue entry operation, or "". One draw decides both rates.
+func (in *injector) queueEntryFault() string {
+	throttle, internal := in.f.QueueEntryThrottleRate, in.f.QueueEntryInternalFailureRate
+	if throttle == 0 && internal == 0 {
+		return ""
+	}
+	switch r := in.draw(); {
+	case r < throttle:
+		return codeThrottling
+	case r < throttle+internal:
+		return codeInternalFailure
 	}
 	return ""
 }

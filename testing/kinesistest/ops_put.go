@@ -205,6 +205,7 @@ func (st *stream) storeLocked(r *request, sh *shard, e *entryInput) (seq, errCod
 		data:      e.Data,
 		arrivalMs: r.nowMs,
 	})
+	st.feedQueuesLocked(&sh.records[len(sh.records)-1])
 	sh.wakeLocked()
 	return seq, ""
 }

@@ -143,11 +143,19 @@ func (s *Server) deleteStream(r *request) (any, error) {
 	if status == statusCreating {
 		return nil, errorf(codeResourceInUse, "Stream %s under account %s not ACTIVE, instead in state %s", st.name, AccountID, status)
 	}
+	// Queues block deletion whatever EnforceConsumerDeletion says; the
+	// registry's lock keeps a CreateQueue from slipping in between.
+	s.queues.mu.Lock()
+	if err := s.refuseIfQueuesLocked(st, r.nowMs, "delete the stream"); err != nil {
+		s.queues.mu.Unlock()
+		return nil, err
+	}
 	s.mu.Lock()
 	if s.streams[st.name] == st {
 		delete(s.streams, st.name)
 	}
 	s.mu.Unlock()
+	s.queues.mu.Unlock()
 	s.dropStreamConsumers(st, r.nowMs)
 	s.logf("deleted stream %s", st.name)
 	return nil, nil
@@ -242,6 +250,7 @@ type streamDescriptionSummaryJSON struct {
 	EncryptionType          string
 	OpenShardCount          int
 	ConsumerCount           int
+	QueueCount              int
 	MaxRecordSizeInKiB      int
 	// RecordDistributionStrategy is present for ON_DEMAND streams only, and
 	// WarmThroughput for those while the account's commitment is on.
@@ -263,6 +272,7 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 		return nil, err
 	}
 	consumers := s.consumerCount(st, r.nowMs) // before st.mu: consumerMu comes first
+	queues := s.queueCount(st, r.nowMs)
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	strategy := ""
@@ -284,6 +294,7 @@ func (s *Server) describeStreamSummary(r *request) (any, error) {
 		EncryptionType:          "NONE",
 		OpenShardCount:          len(st.open),
 		ConsumerCount:           consumers,
+		QueueCount:              queues,
 		MaxRecordSizeInKiB:      st.maxRecordSize >> 10,
 
 		RecordDistributionStrategy: strategy,
@@ -365,14 +376,14 @@ func (s *Server) listStreams(r *request) (any, error) {
 	}
 	for _, e := range all {
 		e.st.mu.RLock()
-		status := e.st.statusLocked(r.nowMs)
+		status, mode := e.st.statusLocked(r.nowMs), e.st.mode
 		e.st.mu.RUnlock()
 		out.StreamNames = append(out.StreamNames, e.name)
 		out.StreamSummaries = append(out.StreamSummaries, streamSummaryJSON{
 			StreamName:              e.name,
 			StreamARN:               streamARN(r.region, e.name),
 			StreamStatus:            status,
-			StreamModeDetails:       streamModeDetailsJSON{StreamMode: e.st.mode},
+			StreamModeDetails:       streamModeDetailsJSON{StreamMode: mode},
 			StreamCreationTimestamp: epochMillis(e.st.createdMs),
 		})
 	}
@@ -433,6 +444,7 @@ func (s *Server) changeRetention(r *request, increase bool) (any, error) {
 		sh.trimLocked(cutoff)
 		sh.mu.Unlock()
 	}
+	st.trimQueuesLocked(cutoff)
 	st.retention = time.Duration(hours) * time.Hour
 	st.markBusyLocked(statusUpdating, r.nowMs, s.transitionDelay)
 	return nil, nil

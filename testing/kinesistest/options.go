@@ -28,6 +28,9 @@ type config struct {
 	tlsAddr         string
 	certFile        string
 	creds           []Credential // nil: signatures are not checked
+	queueDelay      time.Duration
+	queueSeed       int64
+	queueInFlight   int
 }
 
 func defaultConfig() config {
@@ -39,6 +42,8 @@ func defaultConfig() config {
 		subHeartbeat: defaultSubHeartbeat,
 		resubWindow:  defaultResubscribeWindow,
 		tlsAddr:      "127.0.0.1:0",
+
+		queueInFlight: defaultQueueInFlightLimit,
 	}
 }
 
@@ -79,6 +84,9 @@ func (c *config) validate() error {
 	}
 	if c.certFile != "" && !c.tls {
 		return fmt.Errorf("WithCertFile: the certificate is made for the TLS port; pass WithTLS too")
+	}
+	if err := c.validateQueues(); err != nil {
+		return err
 	}
 	if err := c.faults.validate(); err != nil {
 		return fmt.Errorf("WithFaults: %w", err)

@@ -45,6 +45,9 @@ type Server struct {
 	streams map[string]*stream
 	nextUID uint64
 
+	// queues are the Kinesis queues (queue.go).
+	queues queueRegistry
+
 	// Enhanced fan-out: see consumers.go for what consumerMu guards.
 	consumerDelay time.Duration
 	subLifetime   time.Duration
@@ -107,6 +110,7 @@ func Start(opts ...Option) (*Server, error) {
 		key:             key,
 		keys:            newKeyring(cfg.creds),
 		streams:         make(map[string]*stream),
+		queues:          newQueueRegistry(cfg),
 		newConns:        make(map[net.Conn]struct{}),
 		ln:              ln,
 		url:             "http://" + hostPort(ln.Addr()),
@@ -331,6 +335,9 @@ type request struct {
 	limits bool
 	// largeReads applies the pause after large GetRecords pages.
 	largeReads bool
+	// ctx ends when the client goes away or the server shuts down; long
+	// polls (ReceiveQueueRecords) end with it.
+	ctx context.Context
 }
 
 // decode reads the request's input into v.
@@ -375,6 +382,19 @@ var handlers = map[string]handler{
 	"SplitShard":                             (*Server).splitShard,
 	"MergeShards":                            (*Server).mergeShards,
 	"UpdateShardCount":                       (*Server).updateShardCount,
+	"UpdateStreamMode":                       (*Server).updateStreamMode,
+	"CreateQueue":                            (*Server).createQueue,
+	"UpdateQueue":                            (*Server).updateQueue,
+	"DeleteQueue":                            (*Server).deleteQueue,
+	"DescribeQueue":                          (*Server).describeQueue,
+	"ListQueues":                             (*Server).listQueues,
+	"ReceiveQueueRecords":                    (*Server).receiveQueueRecords,
+	"AcknowledgeQueueRecords":                (*Server).acknowledgeQueueRecords,
+	"UpdateQueueRecordsVisibility":           (*Server).updateQueueRecordsVisibility,
+	"ReceiveDeadLetterQueueRecords":          (*Server).receiveDeadLetterQueueRecords,
+	"AcknowledgeDeadLetterQueueRecords":      (*Server).acknowledgeDeadLetterQueueRecords,
+	"UpdateDeadLetterQueueRecordsVisibility": (*Server).updateDeadLetterQueueRecordsVisibility,
+	"RestoreDeadLetterQueueRecords":          (*Server).restoreDeadLetterQueueRecords,
 }
 
 // ServeHTTP answers one JSON 1.1 or CBOR request: POST / with X-Amz-Target
@@ -493,6 +513,7 @@ func (s *Server) dispatch(r *http.Request, op, target string, body []byte, c cod
 		faults:     in,
 		limits:     s.limits.Load(),
 		largeReads: s.largeReads.Load(),
+		ctx:        r.Context(),
 	}
 	if req.region == "" {
 		req.region = Region

@@ -83,6 +83,9 @@ type stream struct {
 	// consumers are the stream's enhanced fan-out consumers by name; guarded
 	// by Server.consumerMu, not mu.
 	consumers map[string]*consumer
+	// queues are the queues that take the stream's new records (queue.go);
+	// puts read it under the read lock, changes take the write lock.
+	queues []*queue
 }
 
 // newStream creates a stream whose shards split the hash key space evenly.

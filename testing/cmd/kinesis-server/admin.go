@@ -23,12 +23,21 @@ import (
 //	PUT  /faults                the body, a JSON kinesistest.Faults, replaces the faults ({} turns them off)
 //	PUT  /outage?mode=MODE      none, refuse or unavailable (see kinesistest.Outage)
 //	GET  /memory                the live heap after a GC, goroutines and RSS, as JSON (memoryStats)
+//	GET  /queues                every queue with its stats, as JSON (queueState)
+//	POST /queues/expire?arn=ARN end the visibility of every record in flight on the queue now
+//	                            (kinesistest.Server.ExpireQueueInFlight), as JSON {"expired": n}
 
 // memoryStats is the server process's memory, as GET /memory reports it.
 type memoryStats struct {
 	HeapAfterGC uint64 `json:"heap_after_gc"`
 	Goroutines  int    `json:"goroutines"`
 	RSS         uint64 `json:"rss"`
+}
+
+// queueState is one queue as GET /queues reports it.
+type queueState struct {
+	kinesistest.QueueInfo
+	Stats kinesistest.QueueStats
 }
 
 // adminHandler serves the admin endpoint for srv.
@@ -68,6 +77,25 @@ func adminHandler(srv *kinesistest.Server) http.Handler {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /queues", func(w http.ResponseWriter, r *http.Request) {
+		out := []queueState{}
+		for _, q := range srv.Queues() {
+			st, err := srv.QueueStats(q.ARN)
+			if err != nil {
+				continue // deleted meanwhile
+			}
+			out = append(out, queueState{QueueInfo: q, Stats: st})
+		}
+		writeJSON(w, out)
+	})
+	mux.HandleFunc("POST /queues/expire", func(w http.ResponseWriter, r *http.Request) {
+		n, err := srv.ExpireQueueInFlight(r.URL.Query().Get("arn"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, map[string]int{"expired": n})
 	})
 	mux.HandleFunc("GET /memory", func(w http.ResponseWriter, r *http.Request) {
 		runtime.GC()

@@ -4,6 +4,8 @@
 // Usage:
 //
 //	kinesis-server [--addr 127.0.0.1:4567] [--streams orders:4,events:1,clicks:4:auto]
+//	               [--queues work:clicks[:60],...] [--queue-transition-delay 0s]
+//	               [--queue-seed 0] [--queue-in-flight-limit 120000]
 //	               [--limits] [--large-read-throttle]
 //	               [--iterator-ttl 5m] [--consumer-activation-delay 0s]
 //	               [--subscription-lifetime 5m] [--subscription-heartbeat 1s]
@@ -17,6 +19,12 @@
 // server places records, keys are optional). --large-read-throttle pauses a
 // shard's GetRecords for B / (2 MiB/s) after a page of B > 2 MiB, 5 s after
 // 10 MiB, as the service does (kinesistest.Server.SetLargeReadThrottle).
+//
+// --queues creates Kinesis queues at start as name:stream[:visibility] (the
+// visibility timeout in whole seconds, 30 unless given; "60" or "1m"), and
+// prints each queue's ARN. A queue's stream must be on-demand: one that
+// --streams does not name is created ON_DEMAND with 4 shards, one it names
+// provisioned is refused.
 //
 // --admin-addr adds a plain-HTTP admin endpoint on its own port (see admin.go): a
 // stream's records, the faults, an outage of the Kinesis port, the server's memory.
@@ -58,8 +66,12 @@
 // --expired-iterator-rate fail GetRecords, --drop-connection-rate closes
 // connections without an answer, --latency delays every request and
 // --subscription-drop-rate resets SubscribeToShard connections before an event,
-// --event-latency delays every SubscribeToShard event and --fault-ops limits
-// all of them to some operations.
+// --event-latency delays every SubscribeToShard event, --queue-throttle-rate
+// fails queue requests with ThrottlingException, --queue-entry-throttle-rate and
+// --queue-entry-internal-failure-rate fail entries of the queue entry operations,
+// --queue-redeliver-after-ack-rate loses acknowledgements (the record comes back
+// after its visibility timeout) and --fault-ops limits all of them to some
+// operations.
 package main
 
 import (
@@ -113,6 +125,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		creds       = fs.String("credentials", "", "check SigV4 signatures and accept only these keys, as id:secret,...")
 		adminAddr   = fs.String("admin-addr", "", "also serve the admin endpoint (records, faults, outages, memory; see admin.go) on this host:port")
 		outage      = fs.String("outage", "none", "start in this outage: none, refuse (the Kinesis port refuses connections) or unavailable (503 to everything)")
+		queues      = fs.String("queues", "", "queues to create at start, as name:stream[:visibility],... (visibility in whole seconds, default 30; a stream not in --streams is created on-demand)")
+		queueDelay  = fs.Duration("queue-transition-delay", 0, "how long queues stay CREATING, UPDATING and DELETING")
+		queueSeed   = fs.Int64("queue-seed", 0, "seed of the queues' shuffled delivery order")
+		inFlight    = fs.Int("queue-in-flight-limit", 120000, "records a queue lets be in flight before receives fail with LimitExceededException")
 		faults      kinesistest.Faults
 		faultOps    = fs.String("fault-ops", "", "comma-separated operations the faults apply to (default: all)")
 	)
@@ -126,6 +142,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&faults.Latency, "latency", 0, "latency added to every request")
 	fs.Float64Var(&faults.SubscriptionDropRate, "subscription-drop-rate", 0, "share of SubscribeToShard events before which the connection is reset")
 	fs.DurationVar(&faults.EventLatency, "event-latency", 0, "latency added before every SubscribeToShard event")
+	fs.Float64Var(&faults.QueueThrottleRate, "queue-throttle-rate", 0, "share of queue requests failing with ThrottlingException")
+	fs.Float64Var(&faults.QueueEntryThrottleRate, "queue-entry-throttle-rate", 0, "share of queue acknowledge/visibility/restore entries failing with ThrottlingException")
+	fs.Float64Var(&faults.QueueEntryInternalFailureRate, "queue-entry-internal-failure-rate", 0, "share of queue acknowledge/visibility/restore entries failing with InternalFailureException")
+	fs.Float64Var(&faults.QueueRedeliverAfterAckRate, "queue-redeliver-after-ack-rate", 0, "share of acknowledgements lost: the record comes back after its visibility timeout")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,6 +153,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	specs, err := parseStreams(*streams)
+	if err != nil {
+		return err
+	}
+	queueSpecs, err := parseQueues(*queues)
 	if err != nil {
 		return err
 	}
@@ -156,6 +180,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		kinesistest.WithSubscriptionLifetime(*lifetime),
 		kinesistest.WithSubscriptionHeartbeat(*heartbeat),
 		kinesistest.WithReadVisibilityDelay(*readDelay),
+		kinesistest.WithQueueTransitionDelay(*queueDelay),
+		kinesistest.WithQueueSeed(*queueSeed),
+		kinesistest.WithQueueInFlightLimit(*inFlight),
 	}
 	if *limits {
 		opts = append(opts, kinesistest.WithLimits())
@@ -187,6 +214,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.Join(err, srv.Close())
 		}
 	}
+	queueLines, err := createQueues(srv, queueSpecs, specs)
+	if err != nil {
+		return errors.Join(err, srv.Close())
+	}
 	if err := srv.SetOutage(startOutage); err != nil {
 		return errors.Join(err, srv.Close())
 	}
@@ -196,6 +227,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if keys != nil {
 		fmt.Fprintf(stdout, "kinesis-server checks SigV4 signatures for %d access keys\n", len(keys))
+	}
+	for _, line := range queueLines {
+		fmt.Fprintln(stdout, line)
 	}
 
 	if *adminAddr != "" {
