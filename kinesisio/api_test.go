@@ -145,6 +145,66 @@ func refused(t *testing.T, f func(), want ...string) {
 	}
 }
 
+func TestOptionsThatDoNothingWhereGivenAreRefused(t *testing.T) {
+	_, s := beam.NewPipelineWithRoot()
+	efo := kinesisio.WithEnhancedFanOut("c")
+	table := kinesisio.WithCheckpointTable("positions")
+	for _, c := range []struct {
+		name string
+		read func(beam.Scope, string, ...kinesisio.ReadOption) beam.PCollection
+		opts []kinesisio.ReadOption
+		want []string
+	}{
+		{"ReadBounded/WithMaxFetchTime", kinesisio.ReadBounded, []kinesisio.ReadOption{kinesisio.WithMaxFetchTime(time.Second)},
+			[]string{"kinesisio.ReadBounded: option WithMaxFetchTime does nothing here", "to its end in one call", "read with Read"}},
+		{"ReadBounded/WithMaxRecordsPerFetch", kinesisio.ReadBounded, []kinesisio.ReadOption{kinesisio.WithMaxRecordsPerFetch(10)},
+			[]string{"kinesisio.ReadBounded: option WithMaxRecordsPerFetch does nothing here", "read with Read"}},
+		{"ReadBounded/WithDescribeShardInterval", kinesisio.ReadBounded, []kinesisio.ReadOption{kinesisio.WithDescribeShardInterval(time.Second)},
+			[]string{"kinesisio.ReadBounded: option WithDescribeShardInterval does nothing here", "lists the stream's shards once"}},
+		{"ReadBounded/WithIdleThreshold", kinesisio.ReadBounded, []kinesisio.ReadOption{kinesisio.WithIdleThreshold(time.Second)},
+			[]string{"kinesisio.ReadBounded: option WithIdleThreshold does nothing here", "bounded"}},
+		{"processing time/WithIdleThreshold", kinesisio.Read, []kinesisio.ReadOption{kinesisio.WithProcessingTimeWatermarkPolicy(), kinesisio.WithIdleThreshold(time.Second)},
+			[]string{"kinesisio.Read: option WithIdleThreshold does nothing here", "WithProcessingTimeWatermarkPolicy", "remove one"}},
+		{"efo/WithMaxRecordsPerRead", kinesisio.Read, []kinesisio.ReadOption{efo, kinesisio.WithMaxRecordsPerRead(100)},
+			[]string{"option WithMaxRecordsPerRead does nothing here", "enhanced fan-out makes none", "read by polling"}},
+		{"efo/WithIdleTimeBetweenReads", kinesisio.ReadBounded, []kinesisio.ReadOption{kinesisio.WithIdleTimeBetweenReads(time.Second), efo},
+			[]string{"option WithIdleTimeBetweenReads does nothing here", "enhanced fan-out makes none"}},
+		{"efo/WithPollInterval", kinesisio.Read, []kinesisio.ReadOption{efo, kinesisio.WithPollInterval(time.Second)},
+			[]string{"option WithPollInterval does nothing here", "checks a child shard's parents"}},
+		{"efo/ReadBounded/table/WithPollInterval", kinesisio.ReadBounded, []kinesisio.ReadOption{efo, table, kinesisio.WithPollInterval(time.Second)},
+			[]string{"option WithPollInterval does nothing here"}},
+		{"two watermark policies", kinesisio.Read, []kinesisio.ReadOption{kinesisio.WithArrivalTimeWatermarkPolicy(), kinesisio.WithProcessingTimeWatermarkPolicy()},
+			[]string{"options WithArrivalTimeWatermarkPolicy and WithProcessingTimeWatermarkPolicy each set the watermark policy; keep one"}},
+		{"two consumers", kinesisio.Read, []kinesisio.ReadOption{efo, kinesisio.WithEnhancedFanOutConsumerARN("arn:aws:kinesis:us-east-1:123456789012:stream/s/consumer/c:1700000000")},
+			[]string{"options WithEnhancedFanOut and WithEnhancedFanOutConsumerARN each set the enhanced fan-out consumer; keep one"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { refused(t, func() { c.read(s, "orders", c.opts...) }, c.want...) })
+	}
+	// What the rules leave alone: Read's parent check with a table under enhanced fan-out,
+	// and one option given twice (the last one counts).
+	kinesisio.Read(s, "orders", efo, table, kinesisio.WithPollInterval(time.Second))
+	kinesisio.Read(s, "orders", efo, efo, kinesisio.WithMaxRecords(1), kinesisio.WithMaxRecords(2))
+}
+
+func TestWriteOptionsThatDoNothingWhereGivenAreRefused(t *testing.T) {
+	_, s := beam.NewPipelineWithRoot()
+	msgs := beam.Create(s, kinesisio.Message{PartitionKey: "k", Data: []byte("d")})
+	for _, c := range []struct {
+		opts []kinesisio.WriteOption
+		want []string
+	}{
+		{[]kinesisio.WriteOption{kinesisio.WithAggregation(), kinesisio.WithoutAggregation()},
+			[]string{"kinesisio.Write: options WithAggregation and WithoutAggregation each set whether to aggregate; keep one"}},
+		{[]kinesisio.WriteOption{kinesisio.WithoutAggregation(), kinesisio.WithMaxAggregateBytes(1000)},
+			[]string{"kinesisio.Write: option WithMaxAggregateBytes does nothing here", "WithoutAggregation makes none"}},
+		{[]kinesisio.WriteOption{kinesisio.WithMaxAggregateRecords(10), kinesisio.WithoutAggregation()},
+			[]string{"kinesisio.Write: option WithMaxAggregateRecords does nothing here"}},
+	} {
+		refused(t, func() { kinesisio.Write(s, "out", msgs, c.opts...) }, c.want...)
+	}
+	kinesisio.Write(s, "out", msgs, kinesisio.WithMaxAggregateBytes(1000), kinesisio.WithMaxAggregateRecords(10))
+}
+
 func TestCommitAfterSinksMisusesAreRefused(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
 	refused(t, func() { kinesisio.Read(s, "orders", kinesisio.WithCommitAfterSinks(nil)) },

@@ -13,8 +13,9 @@
 // compile. Client options ([ClientOption]: [WithRegion], [WithEndpoint], [WithProfile],
 // [WithStaticCredentials], [WithSessionToken], [WithAssumeRole], [WithRetries]) serve every
 // transform; a [SourceOption] serves both reads. Options are validated when the pipeline is
-// built: a bad option panics with a message naming the option and the fix, never at run
-// time. Without credential options the AWS SDK's default chain applies:
+// built: a bad option, or one that does nothing for the transform or beside another option
+// given (each option says where it applies), panics with a message naming the option and the
+// fix, never at run time. Without credential options the AWS SDK's default chain applies:
 // environment, shared files, web identity, ECS task role, EC2 instance profile. Static keys
 // travel inside the serialised pipeline and are never logged; prefer the default chain or
 // [WithAssumeRole].
@@ -148,8 +149,9 @@
 // consumer registered beforehand and registers nothing.
 //
 // Restrictions, checkpoints, deaggregation, watermarks, the checkpoint table and metrics are
-// those of polling; [WithMaxRecordsPerRead], [WithPollInterval] and
-// [WithIdleTimeBetweenReads] do not apply. A subscription stays open from one ProcessElement
+// those of polling; [WithMaxRecordsPerRead] and [WithIdleTimeBetweenReads] do not apply and
+// are refused, and so is [WithPollInterval] but for Read's parent check with a checkpoint
+// table. A subscription stays open from one ProcessElement
 // call to the next on the same worker. One that ends before its shard does (the service ends
 // each after 5 minutes; a connection may drop) is renewed from its continuation sequence
 // number, at most once a second per shard; the service refuses a second subscription of a

@@ -110,6 +110,10 @@ type config struct {
 	source sourceConfig
 	read   readConfig
 	write  writeConfig
+	// given holds the names of the options given, for the rules that refuse an option that
+	// does nothing for the transform or beside another option (refuseReadNoOps,
+	// refuseWriteNoOps).
+	given map[string]bool
 }
 
 // sourceConfig holds the options of both reads (SourceOption).
@@ -171,11 +175,13 @@ func defaultConfig() config {
 		source: sourceConfig{deaggregate: true},
 		read:   defaultReadConfig(),
 		write:  defaultWriteConfig(),
+		given:  map[string]bool{},
 	}
 }
 
 // buildConfig applies opts for the transform t. It panics on a bad option, as Beam
-// transforms do at construction: a nil or zero one, or a bad value.
+// transforms do at construction: a nil or zero one, a bad value, or an option that does
+// nothing for t or beside another option given.
 func buildConfig[O interface{ unwrap() option }](t target, opts []O) config {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -189,6 +195,7 @@ func buildConfig[O interface{ unwrap() option }](t target, opts []O) config {
 		if err := op.apply(&cfg); err != nil {
 			panic(fmt.Sprintf("%s: option %s: %v", t, op.name, err))
 		}
+		cfg.given[op.name] = true
 	}
 	if err := cfg.validate(t); err != nil {
 		panic(fmt.Sprintf("%s: %v", t, err))
@@ -207,12 +214,38 @@ func (c *config) validate(t target) error {
 		return fmt.Errorf("WithRetries: the maximum retry interval %v is shorter than the first interval %v; make it at least as long", c.retry.MaxRetryInterval, c.retry.RetryInterval)
 	}
 	if t.reads() {
-		return c.read.validate()
+		if err := c.read.validate(); err != nil {
+			return err
+		}
+		return c.refuseReadNoOps(t == targetReadBounded)
 	}
 	if t == targetWrite {
-		return c.write.validate()
+		if err := c.write.validate(); err != nil {
+			return err
+		}
+		return c.refuseWriteNoOps()
 	}
 	return nil
+}
+
+// onlyOne returns an error naming the options of names that were given, when more than one
+// was: each sets what the others set, and the last one would silently win.
+func (c *config) onlyOne(what string, names ...string) error {
+	var given []string
+	for _, n := range names {
+		if c.given[n] {
+			given = append(given, n)
+		}
+	}
+	if len(given) < 2 {
+		return nil
+	}
+	return fmt.Errorf("options %s each set %s; keep one", strings.Join(given, " and "), what)
+}
+
+// noOp is the error of an option that does nothing where it was given.
+func noOp(name, why, fix string) error {
+	return fmt.Errorf("option %s does nothing here: %s; %s", name, why, fix)
 }
 
 var (

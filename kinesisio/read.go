@@ -37,7 +37,8 @@ func init() {
 // WithStartingPosition (Latest by default) and never ends unless WithMaxReadTime is given.
 // Client options say how to reach Kinesis. With WithCheckpointTable each shard's position is
 // written to the table once the runner committed the bundle that read it, or, with
-// WithCommitAfterSinks, once the pipeline's sinks wrote its records. A bad option panics.
+// WithCommitAfterSinks, once the pipeline's sinks wrote its records. A bad option, or one
+// that does nothing for Read, panics.
 func Read(s beam.Scope, stream string, opts ...ReadOption) beam.PCollection {
 	return buildRead(s, targetRead, stream, opts)
 }
@@ -46,7 +47,10 @@ func Read(s beam.Scope, stream string, opts ...ReadOption) beam.PCollection {
 // within retention (closed parents and their children alike), from WithStartingPosition
 // (Latest by default, which reads nothing: pass TrimHorizon or AtTimestamp for a backfill)
 // up to the records that arrived before the read started, or WithMaxReadTime after it. It
-// stops earlier per shard with WithMaxRecords. It is the batch and backfill mode.
+// stops earlier per shard with WithMaxRecords. It is the batch and backfill mode. It takes
+// the options of Read but those of one ProcessElement call, of shard discovery and of idle
+// shards (WithMaxFetchTime, WithMaxRecordsPerFetch, WithDescribeShardInterval,
+// WithIdleThreshold), which do nothing for it and panic.
 func ReadBounded(s beam.Scope, stream string, opts ...ReadOption) beam.PCollection {
 	return buildRead(s, targetReadBounded, stream, opts)
 }

@@ -52,7 +52,7 @@ func TestReadA9MiBRecordByPollingAndEnhancedFanOut(t *testing.T) {
 			// the call after it into the throttle.
 			opts := []ReadOption{WithStartingPosition(TrimHorizon()), WithMaxRecordsPerRead(1)}
 			if efo {
-				opts = append(opts, WithEnhancedFanOut("large"))
+				opts = []ReadOption{WithStartingPosition(TrimHorizon()), WithEnhancedFanOut("large")}
 			}
 			p, s := beam.NewPipelineWithRoot()
 			passert.Equals(s, canonical(s, ReadBounded(s, stream, connect(srv, opts...)...)), anys(want)...)

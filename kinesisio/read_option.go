@@ -81,6 +81,51 @@ func (r *readConfig) validate() error {
 	return nil
 }
 
+// refuseReadNoOps refuses the read options that do nothing for the read they were given to
+// (bounded for ReadBounded) or beside another option given, and two options that set one
+// thing in two ways. Each rule is the code's: ReadBounded reads a shard to its end in one
+// call (read_loop.go: no record limit or deadline), advances no watermark (it has no
+// estimator) and lists the shards once (discoverBoundedFn); enhanced fan-out makes no
+// GetRecords call (fetch_poll.go is polling's alone) and waits for a shard's parents, as
+// polling does, only in Read with a table (read_table.go); the processing-time policy
+// follows the clock (watermarkPolicy.afterRead).
+func (c *config) refuseReadNoOps(bounded bool) error {
+	if err := c.onlyOne("the watermark policy", "WithArrivalTimeWatermarkPolicy", "WithProcessingTimeWatermarkPolicy", "WithCustomWatermarkPolicy"); err != nil {
+		return err
+	}
+	if err := c.onlyOne("the enhanced fan-out consumer", "WithEnhancedFanOut", "WithEnhancedFanOutConsumerARN"); err != nil {
+		return err
+	}
+	if bounded {
+		for _, name := range []string{"WithMaxFetchTime", "WithMaxRecordsPerFetch"} {
+			if c.given[name] {
+				return noOp(name, "it bounds one ProcessElement call of Read, and ReadBounded reads each shard to its end in one call", "remove it, or read with Read")
+			}
+		}
+		if c.given["WithDescribeShardInterval"] {
+			return noOp("WithDescribeShardInterval", "ReadBounded lists the stream's shards once, when it starts", "remove it, or read with Read")
+		}
+		if c.given["WithIdleThreshold"] {
+			return noOp("WithIdleThreshold", "ReadBounded's output is bounded, and no shard holds its watermark back", "remove it, or read with Read")
+		}
+	}
+	if c.given["WithIdleThreshold"] && c.read.watermarkPolicy == watermarkProcessingTime {
+		return noOp("WithIdleThreshold", "under WithProcessingTimeWatermarkPolicy the watermark follows the clock, idle shards or not", "remove one of them")
+	}
+	if c.read.consumerName != "" || c.read.consumerARN != "" {
+		const fix = "remove it, or read by polling (without the enhanced fan-out option)"
+		for _, name := range []string{"WithMaxRecordsPerRead", "WithIdleTimeBetweenReads"} {
+			if c.given[name] {
+				return noOp(name, "it shapes GetRecords calls, and enhanced fan-out makes none", fix)
+			}
+		}
+		if c.given["WithPollInterval"] && (bounded || c.read.checkpointTable == "") {
+			return noOp("WithPollInterval", "with enhanced fan-out it sets only how often Read with a checkpoint table checks a child shard's parents", fix)
+		}
+	}
+	return nil
+}
+
 // WithStartingPosition sets where each shard is first read from: Latest() (the default, as in
 // the Spark connectors), TrimHorizon(), AtTimestamp(t) or ShardPositions(...).
 // ParseStartingPosition reads the Spark connectors' string and JSON forms. With
@@ -110,7 +155,8 @@ func WithSkipOnDataLoss() ReadOption {
 
 // WithMaxFetchTime bounds how long one shard is read before the reader checkpoints and
 // yields to the runner (default 1s; the Spark connectors' maxFetchTimeInMs). Short times
-// checkpoint more often; long ones hold a worker thread longer.
+// checkpoint more often; long ones hold a worker thread longer. It applies to Read:
+// ReadBounded reads each shard to its end in one call, and refuses it.
 func WithMaxFetchTime(d time.Duration) ReadOption {
 	return readOnly{option{name: "WithMaxFetchTime", apply: func(c *config) error {
 		if d <= 0 {
@@ -123,7 +169,8 @@ func WithMaxFetchTime(d time.Duration) ReadOption {
 
 // WithMaxRecordsPerFetch bounds how many records one shard emits before the reader
 // checkpoints and yields to the runner (default 100000; the Spark connectors'
-// maxFetchRecordsPerShard).
+// maxFetchRecordsPerShard). It applies to Read: ReadBounded reads each shard to its end in
+// one call, and refuses it.
 func WithMaxRecordsPerFetch(n int) ReadOption {
 	return readOnly{option{name: "WithMaxRecordsPerFetch", apply: func(c *config) error {
 		if n <= 0 {
@@ -135,7 +182,8 @@ func WithMaxRecordsPerFetch(n int) ReadOption {
 }
 
 // WithMaxRecordsPerRead sets the Limit of each GetRecords call, 1 to 10000 (default 10000;
-// the Spark connectors' maxRecordPerRead).
+// the Spark connectors' maxRecordPerRead). It applies to polling: a read with enhanced
+// fan-out makes no GetRecords call, and refuses it.
 func WithMaxRecordsPerRead(n int) ReadOption {
 	return readOnly{option{name: "WithMaxRecordsPerRead", apply: func(c *config) error {
 		if n < 1 || n > maxGetRecordsLimit {
@@ -149,6 +197,8 @@ func WithMaxRecordsPerRead(n int) ReadOption {
 // WithIdleTimeBetweenReads makes a shard reader wait at least d between two GetRecords calls
 // even when records keep coming (the Spark connectors' addIdleTimeBetweenReads and
 // idleTimeBetweenReadsInMs), e.g. to leave read capacity to other consumers. Off by default.
+// It applies to polling: a read with enhanced fan-out makes no GetRecords call, and refuses
+// it.
 func WithIdleTimeBetweenReads(d time.Duration) ReadOption {
 	return readOnly{option{name: "WithIdleTimeBetweenReads", apply: func(c *config) error {
 		if d < 0 {
@@ -170,6 +220,10 @@ const defaultPollInterval = 250 * time.Millisecond
 // of the shard, reads are at least 250 ms apart whatever the interval: Kinesis allows 5
 // GetRecords calls per second per shard, shared by all consumers of the stream, and this
 // leaves at least one to another consumer. Longer intervals leave more to other consumers.
+//
+// With WithCheckpointTable, Read also checks this often whether a child shard's parents
+// have been read to their end. With enhanced fan-out that check is all it sets: a
+// ReadBounded, or a Read without a checkpoint table, with enhanced fan-out refuses it.
 func WithPollInterval(d time.Duration) ReadOption {
 	return readOnly{option{name: "WithPollInterval", apply: func(c *config) error {
 		if d <= 0 {
@@ -181,7 +235,8 @@ func WithPollInterval(d time.Duration) ReadOption {
 }
 
 // WithDescribeShardInterval sets how often Read lists the stream's shards to find shards
-// created by resharding (default 1s; the Spark connectors' describeShardInterval).
+// created by resharding (default 1s; the Spark connectors' describeShardInterval). It
+// applies to Read: ReadBounded lists the shards once, when it starts, and refuses it.
 func WithDescribeShardInterval(d time.Duration) ReadOption {
 	return readOnly{option{name: "WithDescribeShardInterval", apply: func(c *config) error {
 		if d <= 0 {
@@ -201,8 +256,10 @@ var consumerARNPattern = regexp.MustCompile(`^arn:aws[a-z0-9-]*:kinesis:[a-z0-9-
 // if the stream has none of that name, reuse it if it exists, and wait until it is ACTIVE;
 // they never deregister it. This is the Spark connectors' kinesis.consumerType =
 // SubscribeToShard with kinesis.consumerName. Restrictions, checkpoints, deaggregation,
-// watermarks and metrics are the same as with polling; WithMaxRecordsPerRead,
-// WithPollInterval and WithIdleTimeBetweenReads do not apply. A shard's subscription stays
+// watermarks and metrics are the same as with polling. The options of polling
+// (WithMaxRecordsPerRead, WithIdleTimeBetweenReads, and WithPollInterval but for Read's
+// parent check with a checkpoint table) are refused beside it, and so is
+// WithEnhancedFanOutConsumerARN, which names the consumer another way. A shard's subscription stays
 // open from one ProcessElement call to the next on the same worker, and a caught-up reader
 // returns to the runner between events, so that it does not hold the other shards a runner
 // put in the same bundle.
@@ -222,7 +279,8 @@ func WithEnhancedFanOut(consumerName string) ReadOption {
 
 // WithEnhancedFanOutConsumerARN is WithEnhancedFanOut with a stream consumer registered
 // beforehand, named by its ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/STREAM/consumer/NAME:EPOCH).
-// The readers subscribe with it as it is and register nothing.
+// The readers subscribe with it as it is and register nothing. It is refused beside
+// WithEnhancedFanOut.
 func WithEnhancedFanOutConsumerARN(arn string) ReadOption {
 	return readOnly{option{name: "WithEnhancedFanOutConsumerARN", apply: func(c *config) error {
 		if !consumerARNPattern.MatchString(arn) {
@@ -235,7 +293,7 @@ func WithEnhancedFanOutConsumerARN(arn string) ReadOption {
 
 // WithArrivalTimeWatermarkPolicy makes each record's event time its approximate arrival
 // timestamp, and a shard's watermark the latest arrival time it has read. This is the
-// default.
+// default. The three watermark policies exclude each other: give at most one.
 func WithArrivalTimeWatermarkPolicy() ReadOption {
 	return readOnly{option{name: "WithArrivalTimeWatermarkPolicy", apply: func(c *config) error {
 		c.read.watermarkPolicy, c.read.timestampFn = watermarkArrivalTime, nil
@@ -244,7 +302,8 @@ func WithArrivalTimeWatermarkPolicy() ReadOption {
 }
 
 // WithProcessingTimeWatermarkPolicy makes each record's event time the time it is read, and
-// the watermark the time of the last successful GetRecords call.
+// the watermark the time of the last successful GetRecords call. The watermark then follows
+// the clock, idle shards or not, so WithIdleThreshold is refused beside it.
 func WithProcessingTimeWatermarkPolicy() ReadOption {
 	return readOnly{option{name: "WithProcessingTimeWatermarkPolicy", apply: func(c *config) error {
 		c.read.watermarkPolicy, c.read.timestampFn = watermarkProcessingTime, nil
@@ -254,7 +313,7 @@ func WithProcessingTimeWatermarkPolicy() ReadOption {
 
 // WithCustomWatermarkPolicy makes fn assign each record's event time; a shard's watermark is
 // the largest event time fn has returned for it. fn's type must be registered with
-// beam.RegisterType and its state JSON-serialisable.
+// beam.RegisterType and its state JSON-serialisable. Only one watermark policy may be given.
 func WithCustomWatermarkPolicy(fn EventTimeFn) ReadOption {
 	return readOnly{option{name: "WithCustomWatermarkPolicy", apply: func(c *config) error {
 		if fn == nil {
@@ -272,7 +331,9 @@ func WithCustomWatermarkPolicy(fn EventTimeFn) ReadOption {
 // (GetRecords returning nothing with MillisBehindLatest 0) before its watermark advances on
 // its own, to the time of the last poll minus d (default 5s). Without this, one idle shard
 // would hold back every event-time window downstream. The watermark never advances while
-// reads fail.
+// reads fail. It applies to Read under the arrival-time (default) or a custom watermark
+// policy: ReadBounded's output is bounded, its watermark held by no shard, and under
+// WithProcessingTimeWatermarkPolicy the watermark follows the clock; both refuse it.
 func WithIdleThreshold(d time.Duration) ReadOption {
 	return readOnly{option{name: "WithIdleThreshold", apply: func(c *config) error {
 		if d <= 0 {

@@ -85,9 +85,27 @@ func (w *writeConfig) validate() error {
 	return nil
 }
 
+// refuseWriteNoOps refuses WithAggregation beside WithoutAggregation, and the aggregate
+// limits without aggregation, which the batcher reads only when it aggregates
+// (internal/batch).
+func (c *config) refuseWriteNoOps() error {
+	if err := c.onlyOne("whether to aggregate", "WithAggregation", "WithoutAggregation"); err != nil {
+		return err
+	}
+	if !c.write.Aggregate {
+		for _, name := range []string{"WithMaxAggregateBytes", "WithMaxAggregateRecords"} {
+			if c.given[name] {
+				return noOp(name, "it bounds KPL aggregates, and WithoutAggregation makes none", "remove one of them")
+			}
+		}
+	}
+	return nil
+}
+
 // WithAggregation packs the user records bound for one shard into KPL aggregated records
 // (the default, as in the KPL and the Spark connectors' kinesis.executor.aggregationEnabled).
-// Consumers must deaggregate: kinesisio.Read, the KCL and Lambda's KPL support do.
+// Consumers must deaggregate: kinesisio.Read, the KCL and Lambda's KPL support do. It is
+// refused beside WithoutAggregation.
 func WithAggregation() WriteOption {
 	return writeOnly{option{name: "WithAggregation", apply: func(c *config) error {
 		c.write.Aggregate = true
@@ -97,7 +115,7 @@ func WithAggregation() WriteOption {
 
 // WithoutAggregation sends every message as its own Kinesis record, for consumers that
 // cannot deaggregate. A shard then carries at most 1000 messages a second however small
-// they are.
+// they are. WithMaxAggregateBytes and WithMaxAggregateRecords are refused beside it.
 func WithoutAggregation() WriteOption {
 	return writeOnly{option{name: "WithoutAggregation", apply: func(c *config) error {
 		c.write.Aggregate = false
@@ -109,6 +127,7 @@ func WithoutAggregation() WriteOption {
 // (partition key + data), 64 bytes to 1 MiB. Default 51200 (the KPL's). Messages too large
 // for an aggregate are sent on their own, as plain records, up to the stream's record size
 // limit (see Write): a stream that allows larger records does not make aggregates larger.
+// It applies with aggregation, and is refused beside WithoutAggregation.
 func WithMaxAggregateBytes(n int) WriteOption {
 	return writeOnly{option{name: "WithMaxAggregateBytes", apply: func(c *config) error {
 		if n < 64 || n > batch.DefaultMaxRecordBytes {
@@ -120,7 +139,8 @@ func WithMaxAggregateBytes(n int) WriteOption {
 }
 
 // WithMaxAggregateRecords bounds the number of messages in one aggregated record. Default:
-// no limit but the byte limit (the KPL's 4294967295).
+// no limit but the byte limit (the KPL's 4294967295). It applies with aggregation, and is
+// refused beside WithoutAggregation.
 func WithMaxAggregateRecords(n int) WriteOption {
 	return writeOnly{option{name: "WithMaxAggregateRecords", apply: func(c *config) error {
 		if n < 1 {

@@ -222,7 +222,9 @@ func soakPipeline(srv service, ends bool) *beam.Pipeline {
 	if ends {
 		readOpts = append(readOpts, kinesisio.WithMaxReadTime(*duration+*readTail))
 	}
-	if *pollEvery > 0 {
+	// Under enhanced fan-out without a table the poll interval does nothing, and the read
+	// refuses it.
+	if *pollEvery > 0 && (!*efo || dyn != nil) {
 		readOpts = append(readOpts, kinesisio.WithPollInterval(*pollEvery))
 	}
 	if *efo {
