@@ -229,12 +229,13 @@ func TestCommitAfterSinksMisusesAreRefused(t *testing.T) {
 }
 
 // A pipeline whose read was given WithCommitAfterSinks but whose Commit.After was never
-// called would commit nothing: it does not start. With After, the same pipeline is handed
+// called would commit nothing: it does not start, and the error, which Beam prints with the
+// DoFn, shows no credentials. With After, the same pipeline is handed
 // to the runner (here it fails later, reaching no Kinesis at the closed port, which shows it
 // got past the handover).
 func TestAReadWhoseCommitAfterIsNeverCalledDoesNotRun(t *testing.T) {
 	opts := []kinesisio.ReadOption{kinesisio.WithEndpoint("http://127.0.0.1:1"), kinesisio.WithRegion("us-east-1"),
-		kinesisio.WithStaticCredentials("test", "test"), kinesisio.WithRetries(0, time.Millisecond, time.Millisecond)}
+		kinesisio.WithStaticCredentials("AKIDAPITEST", "wJalrXUtnFEMIapitest"), kinesisio.WithRetries(0, time.Millisecond, time.Millisecond)}
 	for _, bounded := range []bool{false, true} {
 		p, s := beam.NewPipelineWithRoot()
 		var commit kinesisio.Commit
@@ -246,6 +247,9 @@ func TestAReadWhoseCommitAfterIsNeverCalledDoesNotRun(t *testing.T) {
 		err := ptest.Run(p)
 		if err == nil || !strings.Contains(err.Error(), name+": WithCommitAfterSinks was given but Commit.After was never called") {
 			t.Errorf("%s: running without After: %v; want the error naming WithCommitAfterSinks and Commit.After", name, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "AKIDAPITEST") || strings.Contains(err.Error(), "wJalrXUtnFEMIapitest")) {
+			t.Errorf("%s: the error shows the static credentials: %v", name, err)
 		}
 	}
 
