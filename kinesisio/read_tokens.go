@@ -21,11 +21,10 @@ import (
 // records not read yet, which windows then drop as late.
 //
 // Without a cut (a plain Read with a table) the call has one token, the position it
-// reached. Under a held commit the reader
-// knows the windows of the sinks (Commit.After sets Cut in the read's spec), and a call that
-// emits records of two windows ends a token at the last record of each window: a restart
-// from the table then resumes a shard at a window's first record, so a deterministic sink
-// that rewrites the window rewrites all of it.
+// reached. Under a held commit the reader knows the windows of the sinks (Commit.After sets
+// Cut in the read's spec), and a call that emits records of two windows ends a token at the
+// last record of each window: a restart from the table then resumes a shard at a window's
+// first record, so a deterministic sink that rewrites the window rewrites all of it.
 type tokenCutter struct {
 	cut  windowCut
 	d    shardDescriptor
