@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
@@ -15,8 +17,9 @@ import (
 )
 
 // The read's side of the checkpoint table: its configuration inside the DoFns, the worker's
-// handles on it (one per table and owner in a process), and the translation between the
-// read's values and those of the checkpoint engine (internal/checkpoint).
+// handles on it (one per table and owner in a process), what it holds a shard reader off
+// (holdForTable), and the translation between the read's values and those of the checkpoint
+// engine (internal/checkpoint).
 
 // checkpointSpec names the checkpoint table of a read, and the owner its leases are held by:
 // one owner per pipeline construction, shared by all its workers. Empty Table means none.
@@ -164,4 +167,29 @@ func leased(ctx context.Context, cp *checkpoint.Checkpointer, ds []shardDescript
 // tableToken is t as the checkpoint engine commits it.
 func (t commitToken) tableToken() checkpoint.Token {
 	return checkpoint.Token{Stream: t.Stream, ShardID: t.ShardID, Seq: t.Seq, Sub: t.Sub, Records: t.Records, EndMs: t.EndMs}
+}
+
+// holdForTable keeps the reader off d while the table says not to read it: while a parent
+// is not at SHARD_END (checked until it is, at most every WithPollInterval), or for good
+// once another job took the lease over.
+func (r *shardReader) holdForTable(ctx context.Context, rt *sdf.LockRTracker, d shardDescriptor) (sdf.ProcessContinuation, bool, error) {
+	if owner, lost := r.cp.LostTo(d.ShardID); lost {
+		log.Infof(ctx, "kinesisio: no longer reading %v: owner %q holds its lease in checkpoint table %s", d, owner, r.spec.Checkpoint.Table)
+		rt.TryClaim(shardEndClaim{})
+		return sdf.StopProcessing(), true, nil
+	}
+	if d.ParentShardID == "" && d.AdjacentParentShardID == "" {
+		return nil, false, nil
+	}
+	key := parentChecksOf(r.shardKey(d))
+	if cont, held, err := holdOff(ctx, calls.wait(key, time.Now())); held || err != nil {
+		return cont, held, err
+	}
+	at := time.Now()
+	if !r.cp.ParentsReady(ctx, tableShard(d)) {
+		calls.notBefore(key, at.Add(r.spec.PollInterval))
+		return sdf.ResumeProcessingIn(r.spec.PollInterval), true, nil
+	}
+	calls.forget(key)
+	return nil, false, nil
 }
