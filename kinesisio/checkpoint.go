@@ -21,26 +21,18 @@ import (
 // (holdForTable), and the translation between the read's values and those of the checkpoint
 // engine (internal/checkpoint).
 
-// checkpointSpec names the checkpoint table of a read, and the owner its leases are held by:
-// one owner per pipeline construction, shared by all its workers. Empty Table means none.
-// Takeover and LeaseDuration are WithCheckpointTakeover and WithCheckpointLeaseDuration.
-type checkpointSpec struct {
-	Table         string
-	Endpoint      string
-	Owner         string
-	Takeover      bool
-	LeaseDuration time.Duration
-}
-
-func newCheckpointSpec(cfg config) checkpointSpec {
+// newCheckpointSpec names the checkpoint table of a read (none without
+// WithCheckpointTable), and the owner its leases are held by: one owner per pipeline
+// construction, shared by all its workers.
+func newCheckpointSpec(cfg config) checkpoint.Config {
 	if cfg.read.checkpointTable == "" {
-		return checkpointSpec{}
+		return checkpoint.Config{}
 	}
 	d := cfg.read.leaseDuration
 	if d <= 0 {
 		d = checkpoint.DefaultLeaseDuration
 	}
-	return checkpointSpec{
+	return checkpoint.Config{
 		Table:         cfg.read.checkpointTable,
 		Endpoint:      cfg.read.checkpointEndpoint,
 		Owner:         "beamkinesis-" + cfg.read.readID,
@@ -48,8 +40,6 @@ func newCheckpointSpec(cfg config) checkpointSpec {
 		LeaseDuration: d,
 	}
 }
-
-func (s checkpointSpec) enabled() bool { return s.Table != "" }
 
 // tableKey names a checkpoint table and owner, reached from one client configuration.
 type tableKey struct {
@@ -64,7 +54,7 @@ var checkpointers = struct {
 
 // openCheckpointer returns the process's handle on spec's table, creating the table if it
 // is missing.
-func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointSpec) (*checkpoint.Checkpointer, error) {
+func openCheckpointer(ctx context.Context, client clientConfig, spec checkpoint.Config) (*checkpoint.Checkpointer, error) {
 	key := tableKey{region: client.Region, endpoint: client.Endpoint, tableEndpoint: spec.Endpoint, table: spec.Table, owner: spec.Owner}
 	checkpointers.mu.Lock()
 	defer checkpointers.mu.Unlock()
@@ -75,9 +65,7 @@ func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointS
 	if err != nil {
 		return nil, err
 	}
-	c, err := checkpoint.Open(ctx, awsCfg, checkpoint.Config{
-		Table: spec.Table, Endpoint: spec.Endpoint, Owner: spec.Owner, Takeover: spec.Takeover, LeaseDuration: spec.LeaseDuration,
-	}, childLister(awsCfg, client))
+	c, err := checkpoint.Open(ctx, awsCfg, spec, childLister(awsCfg, client))
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func (t commitToken) position() leasetable.Position {
 // for the positions the table could not take (internal/checkpoint) before they finish.
 type commitSpec struct {
 	Client     clientConfig
-	Checkpoint checkpointSpec
+	Checkpoint checkpoint.Config
 	Bounded    bool
 }
 

@@ -132,7 +132,7 @@ func (c Commit) After(s beam.Scope, written ...beam.PCollection) {
 		}
 		cut = c
 	}
-	if !h.spec.Checkpoint.enabled() {
+	if !h.spec.Checkpoint.Enabled() {
 		return
 	}
 	h.read.Cut = cut

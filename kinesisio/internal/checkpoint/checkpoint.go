@@ -33,7 +33,8 @@ const (
 
 // Config names a checkpoint table and the owner its leases are held by. Takeover and
 // LeaseDuration are kinesisio's WithCheckpointTakeover and WithCheckpointLeaseDuration;
-// Endpoint, when set, is the DynamoDB endpoint.
+// Endpoint, when set, is the DynamoDB endpoint. kinesisio's DoFns carry it (Beam encodes
+// them as JSON); an empty Table means the read has no table.
 type Config struct {
 	Table         string
 	Endpoint      string
@@ -41,6 +42,9 @@ type Config struct {
 	Takeover      bool
 	LeaseDuration time.Duration
 }
+
+// Enabled reports whether c names a table.
+func (c Config) Enabled() bool { return c.Table != "" }
 
 // Shard is a shard as the table knows it.
 type Shard struct {
