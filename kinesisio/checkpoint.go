@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
@@ -15,29 +17,22 @@ import (
 )
 
 // The read's side of the checkpoint table: its configuration inside the DoFns, the worker's
-// handles on it (one per table and owner in a process), and the translation between the
-// read's values and those of the checkpoint engine (internal/checkpoint).
+// handles on it (one per table and owner in a process), what it holds a shard reader off
+// (holdForTable), and the translation between the read's values and those of the checkpoint
+// engine (internal/checkpoint).
 
-// checkpointSpec names the checkpoint table of a read, and the owner its leases are held by:
-// one owner per pipeline construction, shared by all its workers. Empty Table means none.
-// Takeover and LeaseDuration are WithCheckpointTakeover and WithCheckpointLeaseDuration.
-type checkpointSpec struct {
-	Table         string
-	Endpoint      string
-	Owner         string
-	Takeover      bool
-	LeaseDuration time.Duration
-}
-
-func newCheckpointSpec(cfg config) checkpointSpec {
+// newCheckpointSpec names the checkpoint table of a read (none without
+// WithCheckpointTable), and the owner its leases are held by: one owner per pipeline
+// construction, shared by all its workers.
+func newCheckpointSpec(cfg config) checkpoint.Config {
 	if cfg.read.checkpointTable == "" {
-		return checkpointSpec{}
+		return checkpoint.Config{}
 	}
 	d := cfg.read.leaseDuration
 	if d <= 0 {
 		d = checkpoint.DefaultLeaseDuration
 	}
-	return checkpointSpec{
+	return checkpoint.Config{
 		Table:         cfg.read.checkpointTable,
 		Endpoint:      cfg.read.checkpointEndpoint,
 		Owner:         "beamkinesis-" + cfg.read.readID,
@@ -45,8 +40,6 @@ func newCheckpointSpec(cfg config) checkpointSpec {
 		LeaseDuration: d,
 	}
 }
-
-func (s checkpointSpec) enabled() bool { return s.Table != "" }
 
 // tableKey names a checkpoint table and owner, reached from one client configuration.
 type tableKey struct {
@@ -61,7 +54,7 @@ var checkpointers = struct {
 
 // openCheckpointer returns the process's handle on spec's table, creating the table if it
 // is missing.
-func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointSpec) (*checkpoint.Checkpointer, error) {
+func openCheckpointer(ctx context.Context, client clientConfig, spec checkpoint.Config) (*checkpoint.Checkpointer, error) {
 	key := tableKey{region: client.Region, endpoint: client.Endpoint, tableEndpoint: spec.Endpoint, table: spec.Table, owner: spec.Owner}
 	checkpointers.mu.Lock()
 	defer checkpointers.mu.Unlock()
@@ -72,9 +65,7 @@ func openCheckpointer(ctx context.Context, client clientConfig, spec checkpointS
 	if err != nil {
 		return nil, err
 	}
-	c, err := checkpoint.Open(ctx, awsCfg, checkpoint.Config{
-		Table: spec.Table, Endpoint: spec.Endpoint, Owner: spec.Owner, Takeover: spec.Takeover, LeaseDuration: spec.LeaseDuration,
-	}, childLister(awsCfg, client))
+	c, err := checkpoint.Open(ctx, awsCfg, spec, childLister(awsCfg, client))
 	if err != nil {
 		return nil, err
 	}
@@ -164,4 +155,29 @@ func leased(ctx context.Context, cp *checkpoint.Checkpointer, ds []shardDescript
 // tableToken is t as the checkpoint engine commits it.
 func (t commitToken) tableToken() checkpoint.Token {
 	return checkpoint.Token{Stream: t.Stream, ShardID: t.ShardID, Seq: t.Seq, Sub: t.Sub, Records: t.Records, EndMs: t.EndMs}
+}
+
+// holdForTable keeps the reader off d while the table says not to read it: while a parent
+// is not at SHARD_END (checked until it is, at most every WithPollInterval), or for good
+// once another job took the lease over.
+func (r *shardReader) holdForTable(ctx context.Context, rt *sdf.LockRTracker, d shardDescriptor) (sdf.ProcessContinuation, bool, error) {
+	if owner, lost := r.cp.LostTo(d.ShardID); lost {
+		log.Infof(ctx, "kinesisio: no longer reading %v: owner %q holds its lease in checkpoint table %s", d, owner, r.spec.Checkpoint.Table)
+		rt.TryClaim(shardEndClaim{})
+		return sdf.StopProcessing(), true, nil
+	}
+	if d.ParentShardID == "" && d.AdjacentParentShardID == "" {
+		return nil, false, nil
+	}
+	key := parentChecksOf(r.shardKey(d))
+	if cont, held, err := holdOff(ctx, calls.wait(key, time.Now())); held || err != nil {
+		return cont, held, err
+	}
+	at := time.Now()
+	if !r.cp.ParentsReady(ctx, tableShard(d)) {
+		calls.notBefore(key, at.Add(r.spec.PollInterval))
+		return sdf.ResumeProcessingIn(r.spec.PollInterval), true, nil
+	}
+	calls.forget(key)
+	return nil, false, nil
 }

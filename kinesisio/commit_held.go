@@ -197,7 +197,7 @@ type heldShards struct {
 // commitAfter implements heldSource.
 func (h *heldShards) commitAfter(s beam.Scope, cut windowCut, written []beam.PCollection) {
 	h.read.AfterCheck.pending = false
-	if !h.spec.Checkpoint.enabled() {
+	if !h.spec.Checkpoint.Enabled() {
 		return
 	}
 	h.read.Cut = cut

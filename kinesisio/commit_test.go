@@ -16,11 +16,11 @@ import (
 // acquires the lease of one shard, as a reader does before its commit tokens reach the
 // commit step. It returns dynalite's endpoint, the client and table configuration, the
 // checkpointer and the shard.
-func openCommitFixture(t *testing.T, table string) (dyn string, client clientConfig, spec checkpointSpec, cp *checkpoint.Checkpointer, d shardDescriptor) {
+func openCommitFixture(t *testing.T, table string) (dyn string, client clientConfig, spec checkpoint.Config, cp *checkpoint.Checkpointer, d shardDescriptor) {
 	t.Helper()
 	ctx := context.Background()
 	dyn = startDynalite(t)
-	spec = checkpointSpec{Table: table, Endpoint: dyn, Owner: "beamkinesis-commit-test", LeaseDuration: checkpoint.DefaultLeaseDuration}
+	spec = checkpoint.Config{Table: table, Endpoint: dyn, Owner: "beamkinesis-commit-test", LeaseDuration: checkpoint.DefaultLeaseDuration}
 	client = clientConfig{Region: "us-east-1", AccessKeyID: "test", SecretAccessKey: "test", Endpoint: "http://127.0.0.1:1"}
 	cp, err := openCheckpointer(ctx, client, spec)
 	if err != nil {

@@ -26,7 +26,7 @@ type discoverySpec struct {
 	Start       startSpec
 	Interval    time.Duration
 	MaxReadTime time.Duration
-	Checkpoint  checkpointSpec
+	Checkpoint  checkpoint.Config
 }
 
 func newDiscoverySpec(stream string, cfg config) discoverySpec {
@@ -58,7 +58,7 @@ func (s discoverySpec) connect(ctx context.Context) (*readapi.Client, *checkpoin
 
 // openTable opens the checkpoint table of the read, or returns nil without one.
 func (s discoverySpec) openTable(ctx context.Context) (*checkpoint.Checkpointer, error) {
-	if !s.Checkpoint.enabled() {
+	if !s.Checkpoint.Enabled() {
 		return nil, nil
 	}
 	cp, err := openCheckpointer(ctx, s.Client, s.Checkpoint)

@@ -40,7 +40,7 @@ type readSpec struct {
 	ConsumerARN         string
 	NoSubscriptionReuse bool
 	// Checkpoint names the checkpoint table (checkpoint.go), if any.
-	Checkpoint checkpointSpec
+	Checkpoint checkpoint.Config
 	// Cut is the windowing of the sinks a held commit waits for (commit_held.go): the reader ends
 	// a commit token at the last record of each window. Zero: one token per call.
 	Cut windowCut
@@ -112,7 +112,7 @@ func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
 		}
 	}
 	var cp *checkpoint.Checkpointer
-	if spec.Checkpoint.enabled() {
+	if spec.Checkpoint.Enabled() {
 		if cp, err = openCheckpointer(ctx, spec.Client, spec.Checkpoint); err != nil {
 			return nil, err
 		}

@@ -33,7 +33,8 @@ const (
 
 // Config names a checkpoint table and the owner its leases are held by. Takeover and
 // LeaseDuration are kinesisio's WithCheckpointTakeover and WithCheckpointLeaseDuration;
-// Endpoint, when set, is the DynamoDB endpoint.
+// Endpoint, when set, is the DynamoDB endpoint. kinesisio's DoFns carry it (Beam encodes
+// them as JSON); an empty Table means the read has no table.
 type Config struct {
 	Table         string
 	Endpoint      string
@@ -41,6 +42,9 @@ type Config struct {
 	Takeover      bool
 	LeaseDuration time.Duration
 }
+
+// Enabled reports whether c names a table.
+func (c Config) Enabled() bool { return c.Table != "" }
 
 // Shard is a shard as the table knows it.
 type Shard struct {
@@ -297,10 +301,47 @@ func (c *Checkpointer) loseLocked(ctx context.Context, s *shardLease, lost *leas
 	log.Errorf(ctx, "kinesisio: the lease of shard %s of stream %s in checkpoint table %s was taken over by owner %q (lease counter %d); owner %q commits nothing more for it and stops reading it", lost.ShardID, stream, c.cfg.Table, lost.Owner, lost.Counter, c.cfg.Owner)
 }
 
-// ParentsPending returns a parent of s whose item in the table does not say SHARD_END yet,
-// or "" when s may be read. A parent without an item (expired, or never leased) does not
-// block, as in the KCL.
-func (c *Checkpointer) ParentsPending(ctx context.Context, s Shard) (string, error) {
+// ParentsReady reports whether s may be read as far as its parents go: every parent's item
+// in the table says SHARD_END. A parent without an item (expired, or never leased) does not
+// block, as in the KCL. Once it has seen them so it answers from memory; until then each
+// call reads the parents' items (the caller paces the calls). It logs what holds s back: a
+// parent not at SHARD_END yet, or a table that does not answer (one warning per shard until
+// a check succeeds again).
+func (c *Checkpointer) ParentsReady(ctx context.Context, s Shard) bool {
+	c.mu.Lock()
+	done := c.parentsDone[s.ID]
+	c.mu.Unlock()
+	if done {
+		return true
+	}
+	pending, err := c.parentPending(ctx, s)
+	c.mu.Lock()
+	first := err != nil && !c.parentsFailing[s.ID]
+	if err != nil {
+		c.parentsFailing[s.ID] = true
+	} else {
+		delete(c.parentsFailing, s.ID)
+	}
+	if err == nil && pending == "" {
+		c.parentsDone[s.ID] = true
+	}
+	c.mu.Unlock()
+	switch {
+	case first:
+		log.Warnf(ctx, "%v; checking again until it answers", err)
+	case err != nil:
+		log.Debugf(ctx, "%v; checking again", err)
+	case pending != "":
+		log.Debugf(ctx, "kinesisio: %v waits for its parent %s to reach SHARD_END in checkpoint table %s", s, pending, c.cfg.Table)
+	default:
+		log.Infof(ctx, "kinesisio: the parents of %v are read to their end; reading it", s)
+	}
+	return err == nil && pending == ""
+}
+
+// parentPending returns a parent of s whose item in the table does not say SHARD_END yet,
+// or "" when there is none.
+func (c *Checkpointer) parentPending(ctx context.Context, s Shard) (string, error) {
 	for _, p := range s.Parents {
 		l, ok, err := c.table.Get(ctx, p)
 		if err != nil {
@@ -313,36 +354,6 @@ func (c *Checkpointer) ParentsPending(ctx context.Context, s Shard) (string, err
 		}
 	}
 	return "", nil
-}
-
-// ParentsCheckFailed records whether the last check of shard's parents failed; it reports
-// whether a failure is the first since the last check that succeeded.
-func (c *Checkpointer) ParentsCheckFailed(shard string, failed bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !failed {
-		delete(c.parentsFailing, shard)
-		return false
-	}
-	if c.parentsFailing[shard] {
-		return false
-	}
-	c.parentsFailing[shard] = true
-	return true
-}
-
-// ParentsSeenDone reports whether shard's parents were seen at SHARD_END.
-func (c *Checkpointer) ParentsSeenDone(shard string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.parentsDone[shard]
-}
-
-// MarkParentsDone records that shard's parents were seen at SHARD_END.
-func (c *Checkpointer) MarkParentsDone(shard string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.parentsDone[shard] = true
 }
 
 // countCalls counts every DynamoDB request sent, retries included.

@@ -47,3 +47,44 @@ func TestACommitEndsAnOutageOfTheRenewals(t *testing.T) {
 		t.Errorf("stats after one commit of one record: %+v", s)
 	}
 }
+
+// A child is ready once every parent's item says SHARD_END; a parent without an item does
+// not hold it back; and once ready, the answer comes from memory, without a DynamoDB call.
+func TestParentsReadyWaitsForEveryParentAtShardEnd(t *testing.T) {
+	ctx := context.Background()
+	p1 := Shard{Stream: "s", ID: "shardId-000000000001", Initial: "TRIM_HORIZON"}
+	p2 := Shard{Stream: "s", ID: "shardId-000000000002", Initial: "TRIM_HORIZON"}
+	c := openOnDynalite(t, "parents", p1)
+	if _, err := c.AcquireAll(ctx, []Shard{p2}); err != nil {
+		t.Fatal(err)
+	}
+	child := Shard{Stream: "s", ID: "shardId-000000000003", Parents: []string{p1.ID, p2.ID}, Initial: "TRIM_HORIZON"}
+	if c.ParentsReady(ctx, child) {
+		t.Fatal("ready while neither parent is at SHARD_END")
+	}
+	end := func(p Shard) {
+		t.Helper()
+		if err := c.Commit(ctx, Token{Stream: p.Stream, ShardID: p.ID, Seq: "SHARD_END"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end(p1)
+	if c.ParentsReady(ctx, child) {
+		t.Fatal("ready while the adjacent parent is not at SHARD_END")
+	}
+	end(p2)
+	if !c.ParentsReady(ctx, child) {
+		t.Fatal("not ready with both parents at SHARD_END")
+	}
+	c.TakeStats()
+	if !c.ParentsReady(ctx, child) {
+		t.Fatal("no longer ready")
+	}
+	if n := c.TakeStats().Calls; n != 0 {
+		t.Errorf("asking again made %d DynamoDB calls; want none", n)
+	}
+	orphan := Shard{Stream: "s", ID: "shardId-000000000004", Parents: []string{"shardId-000000000009"}, Initial: "TRIM_HORIZON"}
+	if !c.ParentsReady(ctx, orphan) {
+		t.Error("a parent without an item held its child back")
+	}
+}
