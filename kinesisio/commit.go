@@ -23,7 +23,7 @@ import (
 // does), so a position is written strictly after the runner committed the records up to it.
 //
 // Bundle finalization would be the usual route, but the Go SDK finalizes only the first
-// bundle of each execution plan; testing/README.md ("What the tests found in Beam and the
+// bundle of each execution plan; testing/REPORTS.md ("What the tests found in Beam and the
 // runners") has the evidence.
 func init() {
 	register.DoFn2x1[context.Context, commitToken, error](&commitFn{})

@@ -32,7 +32,7 @@ type anchorsConfig struct {
 	ReshardTimeout time.Duration // the same for the reads after a split and a merge
 	// JavaRead is the Beam Java read's configuration: arguments for ReadAnchor.java
 	// (--experiments, KinesisIO knobs). The default, javaReadArgs, is the fastest of the set-ups
-	// tried (see testing/README.md, "Side by side with Beam Java KinesisIO").
+	// tried (see testing/REPORTS.md, "Side by side with Beam Java KinesisIO").
 	JavaRead []string
 	// ProbeMaxRecords adds Beam Java reads bounded by withMaxNumRecords: with the stream's
 	// record count, which never completes (each split is given an equal share, and a shard

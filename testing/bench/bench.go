@@ -41,7 +41,7 @@
 //     (flink-connector-kinesis 1.16.3, in the job of testing/anchors/flink-kinesis, built by
 //     testing/deps/deps.sh flinkkinesis) on the same cluster and server: 12a with the
 //     consumer's defaults, 12b without its 200 ms between GetRecords calls (flinkrows.go).
-//     (Rows 9 and 11 of testing/README.md come from go test -bench, not from this program.)
+//     (Rows 9 and 11 of testing/REPORTS.md come from go test -bench, not from this program.)
 //  13. With --flink only: 8 shards at parallelism 1 and 2, both connectors: the speed-up.
 //  14. With --flink only: latency put → seen, our streaming Read and FlinkKinesisConsumer
 //     reading one producer's records at the same time (flinklatency.go).

@@ -25,7 +25,7 @@ const flinkLatencyRow = 14
 const flinkLatencyDrain = 2 * time.Second
 
 // flinkLatencyCheckpointing is our job's checkpoint interval (ms), as in the Flink soak
-// testing/README.md quotes for latency.
+// testing/REPORTS.md quotes for latency.
 const flinkLatencyCheckpointing = 1000
 
 // rowFlinkLatency is row 14: put → seen latency at Config.LatencyRate records/s, one
