@@ -37,6 +37,7 @@ type readConfig struct {
 	maxRecords            int64
 	maxReadTime           time.Duration
 	propagationDelay      time.Duration
+	startupTimeout        time.Duration
 	consumerName          string
 	consumerARN           string
 	noSubscriptionReuse   bool
@@ -65,6 +66,7 @@ func defaultReadConfig() readConfig {
 		watermarkPolicy:       watermarkArrivalTime,
 		idleThreshold:         5 * time.Second,
 		propagationDelay:      defaultPropagationDelay,
+		startupTimeout:        defaultStartupTimeout,
 	}
 }
 
