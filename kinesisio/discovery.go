@@ -27,6 +27,8 @@ type discoverySpec struct {
 	Interval    time.Duration
 	MaxReadTime time.Duration
 	Checkpoint  checkpoint.Config
+	// Startup is WithStartupTimeout: how long a Read that never listed the shards tries.
+	Startup time.Duration
 }
 
 func newDiscoverySpec(stream string, cfg config) discoverySpec {
@@ -39,6 +41,7 @@ func newDiscoverySpec(stream string, cfg config) discoverySpec {
 		Interval:    cfg.read.describeShardInterval,
 		MaxReadTime: cfg.read.maxReadTime,
 		Checkpoint:  newCheckpointSpec(cfg),
+		Startup:     cfg.read.startupTimeout,
 	}
 }
 
@@ -93,6 +96,10 @@ type discoverFn struct {
 	cp  *checkpoint.Checkpointer
 	// tableWait is when new shards began to wait for an unreachable checkpoint table.
 	tableWait time.Time
+	// firstAttemptMs is when this DoFn first tried to list the shards of a read that had
+	// never listed them, and listed whether it has since (read_startup.go).
+	firstAttemptMs int64
+	listed         bool
 }
 
 // Setup creates the Kinesis client and opens the checkpoint table.
@@ -183,12 +190,16 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, we *watermarkEstimator
 	shards, err := fn.api.ListShards(ctx, fn.Spec.Stream, fn.Spec.Start.listFilter(readStart))
 	if err != nil {
 		if backoff.Classify(err) != backoff.Fatal {
+			if err := fn.neverReached(ctx, rest, pollStart, err); err != nil {
+				return nil, err
+			}
 			// The watermark stays where it is until a poll succeeds.
 			log.Warnf(ctx, "%v; polling again in %v", err, fn.Spec.Interval)
 			return sdf.ResumeProcessingIn(fn.Spec.Interval), nil
 		}
 		return nil, err
 	}
+	fn.listed = true
 	listed := make([]string, len(shards))
 	for i, s := range shards {
 		listed[i] = aws.ToString(s.ShardId)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/errkind"
 )
 
 // consumerActivationTimeout bounds how long a reader waits for a stream consumer to become
@@ -192,5 +193,5 @@ func (r *shardReader) consumerLimitError(ctx context.Context, cause error) error
 	default:
 		what += fmt.Sprintf(" for a provisioned stream (an on-demand stream under the On-demand Advantage minimum throughput billing commitment allows %d)", consumersPerStreamCommitted)
 	}
-	return noRideOut{fmt.Errorf("%s; %s: %w", what, how, cause)}
+	return noRideOut{errkind.Mark(errkind.ConsumerLimit, fmt.Errorf("%s; %s: %w", what, how, cause))}
 }

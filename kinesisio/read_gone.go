@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/errkind"
 )
 
 // What a ResourceNotFoundException met while reading a shard turned out to mean.
@@ -70,7 +72,7 @@ func (r *shardReader) resourceGone(ctx context.Context, st *readState, consumerA
 	}
 	switch what {
 	case goneStream:
-		return false, fmt.Errorf("kinesisio: reading %v: the stream no longer exists: %w", st.d, cause)
+		return false, errkind.Mark(errkind.StreamNotFound, fmt.Errorf("kinesisio: reading %v: the stream no longer exists: %w", st.d, cause))
 	case goneConsumer:
 		return false, fmt.Errorf("kinesisio: reading %v: enhanced fan-out consumer %s was deregistered while the read ran; register it again, or read with another consumer: %w", st.d, consumerARN, cause)
 	case goneNothing:
@@ -86,7 +88,7 @@ func (r *shardReader) resourceGone(ctx context.Context, st *readState, consumerA
 	}
 	if verified == 0 || time.Since(time.UnixMilli(verified)) >= minRetention {
 		if r.spec.FailOnDataLoss {
-			return false, fmt.Errorf("kinesisio: %v no longer exists: it closed and passed the stream's retention before the read (at %s) reached its end, so records may have been lost; pass kinesisio.WithSkipOnDataLoss() to end its read there and go on with its children: %w", st.d, rest.startString(), cause)
+			return false, errkind.Mark(errkind.DataLoss, fmt.Errorf("kinesisio: %v no longer exists: it closed and passed the stream's retention before the read (at %s) reached its end, so records may have been lost; pass kinesisio.WithSkipOnDataLoss() to end its read there and go on with its children: %w", st.d, rest.startString(), cause))
 		}
 		dataLossSkips.Inc(ctx, 1)
 		log.Warnf(ctx, "kinesisio: %v no longer exists (it closed and passed the stream's retention) before the read at %s reached its end; records may have been lost; going on with its children", st.d, rest.startString())

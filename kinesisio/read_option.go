@@ -37,6 +37,7 @@ type readConfig struct {
 	maxRecords            int64
 	maxReadTime           time.Duration
 	propagationDelay      time.Duration
+	startupTimeout        time.Duration
 	consumerName          string
 	consumerARN           string
 	noSubscriptionReuse   bool
@@ -65,6 +66,7 @@ func defaultReadConfig() readConfig {
 		watermarkPolicy:       watermarkArrivalTime,
 		idleThreshold:         5 * time.Second,
 		propagationDelay:      defaultPropagationDelay,
+		startupTimeout:        defaultStartupTimeout,
 	}
 }
 
@@ -107,6 +109,9 @@ func (c *config) refuseReadNoOps(bounded bool) error {
 		}
 		if c.given["WithIdleThreshold"] {
 			return noOp("WithIdleThreshold", "ReadBounded's output is bounded, and no shard holds its watermark back", "remove it, or read with Read")
+		}
+		if c.given["WithStartupTimeout"] {
+			return noOp("WithStartupTimeout", "ReadBounded lists the shards once and fails when that listing fails", "remove it, or read with Read")
 		}
 	}
 	if c.given["WithIdleThreshold"] && c.read.watermarkPolicy == watermarkProcessingTime {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/errkind"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
@@ -78,7 +79,7 @@ func (r *shardReader) onDataLoss(ctx context.Context, st *readState, oldest stri
 // dataLossError is the error of a read whose position rest has been trimmed; oldest is the
 // oldest retained sequence number.
 func dataLossError(d shardDescriptor, rest shardRestriction, oldest string) error {
-	return fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithSkipOnDataLoss() to continue from the trim horizon", d, rest.startString(), oldest)
+	return errkind.Mark(errkind.DataLoss, fmt.Errorf("kinesisio: %v: the read position %s is older than the oldest record the shard still retains (%s), so records may have been lost to the stream's retention; pass kinesisio.WithSkipOnDataLoss() to continue from the trim horizon", d, rest.startString(), oldest))
 }
 
 // startTrimmed reports whether the record seq of shard d has been trimmed: it returns the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/batch"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/errkind"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/producer"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 )
@@ -105,7 +106,7 @@ type writeFn struct {
 }
 
 func (fn *writeFn) Setup(ctx context.Context) error {
-	return fn.start(ctx)
+	return errkind.Classify(fn.start(ctx), true)
 }
 
 func (fn *writeFn) start(ctx context.Context) error {
@@ -179,7 +180,7 @@ func (fn *writeFn) noteDistribution(ctx context.Context) {
 // emitters ProcessElement declares; nothing is output here.
 func (fn *writeFn) StartBundle(ctx context.Context, _ func(beam.EventTime, FailedMessage)) error {
 	if fn.p == nil { // a previous bundle failed and dropped its producer
-		return fn.start(ctx)
+		return errkind.Classify(fn.start(ctx), true)
 	}
 	return nil
 }
@@ -190,7 +191,7 @@ func (fn *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, m Mess
 		var invalid *producer.InvalidError
 		if !errors.As(err, &invalid) {
 			fn.abandon()
-			return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
+			return errkind.Classify(fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err), true)
 		}
 		writeInvalid.Inc(ctx, 1)
 		if invalid.TooLarge && fn.Write.FailOnError {
@@ -223,7 +224,7 @@ func (fn *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, F
 	if err := fn.p.Flush(wait); err != nil {
 		fn.report(ctx)
 		fn.abandon()
-		return fmt.Errorf("kinesisio.Write to %q: flushing at the end of the bundle: %w", fn.Stream, err)
+		return errkind.Classify(fmt.Errorf("kinesisio.Write to %q: flushing at the end of the bundle: %w", fn.Stream, err), true)
 	}
 	err := fn.emitFailures(ctx, emit)
 	fn.report(ctx)

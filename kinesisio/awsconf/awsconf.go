@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/errkind"
 )
 
 // EndpointRegion is the signing region used when an endpoint is given without a region:
@@ -79,7 +81,8 @@ func (s Settings) CredentialsSource() string {
 }
 
 // Load returns the AWS configuration of s: its region (EndpointRegion when only an
-// endpoint is set), its credentials, and an HTTP client that keeps an idle connection for
+// endpoint is set), its credentials (whose errors match kinesisio.ErrNoCredentials, or
+// kinesisio.ErrAccessDenied when a role may not be assumed), and an HTTP client that keeps an idle connection for
 // every shard a worker serves and works around aws/aws-sdk-go-v2#1825. The SDK's own
 // retries are left as they are; callers that retry themselves turn them off on their
 // service client.
@@ -118,7 +121,25 @@ func Load(ctx context.Context, s Settings) (aws.Config, error) {
 		cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), s.RoleARN,
 			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = s.RoleSessionName }))
 	}
+	if cfg.Credentials != nil {
+		cfg.Credentials = markedCredentials{cfg.Credentials}
+	}
 	return cfg, nil
+}
+
+// markedCredentials marks the errors of retrieving credentials with their kind, so that a
+// call that had none matches kinesisio.ErrNoCredentials through the SDK's wrapping.
+type markedCredentials struct{ next aws.CredentialsProvider }
+
+// Retrieve retrieves the credentials of the provider it wraps.
+func (m markedCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c, err := m.next.Retrieve(ctx)
+	return c, errkind.Credentials(err)
+}
+
+// IsCredentialsProvider lets aws.IsCredentialsProvider see the provider it wraps.
+func (m markedCredentials) IsCredentialsProvider(target aws.CredentialsProvider) bool {
+	return aws.IsCredentialsProvider(m.next, target)
 }
 
 // bodyShieldClient hands net/http request bodies without io.WriterTo. aws-sdk-go-v2 closes a

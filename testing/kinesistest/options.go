@@ -31,6 +31,7 @@ type config struct {
 	queueDelay      time.Duration
 	queueSeed       int64
 	queueInFlight   int
+	region          string // empty: requests may be signed for any region
 }
 
 func defaultConfig() config {

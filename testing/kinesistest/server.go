@@ -29,6 +29,7 @@ type Server struct {
 	key             []byte // seals iterators and paging tokens
 
 	keys   *keyring // nil: signatures are not checked
+	region string   // WithRegion; empty: any region
 	roles  roleLog  // AssumeRole calls answered
 	limits atomic.Bool
 	// largeReads turns on the pause after large GetRecords pages (SetLargeReadThrottle).
@@ -109,6 +110,7 @@ func Start(opts ...Option) (*Server, error) {
 		logger:          cfg.logger,
 		key:             key,
 		keys:            newKeyring(cfg.creds),
+		region:          cfg.region,
 		streams:         make(map[string]*stream),
 		queues:          newQueueRegistry(cfg),
 		newConns:        make(map[net.Conn]struct{}),
@@ -446,6 +448,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, reqID, op, c, err)
 			return
 		}
+	}
+	if err := s.checkRegion(r); err != nil {
+		s.writeError(w, reqID, op, c, err)
+		return
 	}
 	if in != nil {
 		if in.hit(in.f.DropConnectionRate) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/errkind"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 )
 
@@ -94,7 +95,7 @@ func (c *Checkpointer) AcquireAll(ctx context.Context, shards []Shard) ([]Resume
 func (c *Checkpointer) refuse(ctx context.Context, d Shard, seen, cur leasetable.Lease) error {
 	err := &refusedError{fmt.Sprintf("kinesisio: checkpoint table %s: shard %s of stream %s is leased by owner %q, which is alive (its lease counter went from %d to %d within %v); this job (owner %q) refuses to read alongside it: stop that job first, or take its leases over with WithCheckpointTakeover()", c.cfg.Table, d.ID, d.Stream, cur.Owner, seen.Counter, cur.Counter, c.cfg.LeaseDuration, c.cfg.Owner)}
 	log.Error(ctx, err.Error())
-	return err
+	return errkind.Mark(errkind.LeaseHeld, err)
 }
 
 // refusedError is the error of a job that refuses to read alongside a live owner: an

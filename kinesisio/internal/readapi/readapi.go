@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/errkind"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/streamarn"
 )
 
@@ -58,8 +59,10 @@ func (c *Client) TakeStats() Stats {
 
 // do runs call with the client's retries. op and what name the call and its target in the
 // debug line logged before each retry.
+// Its errors are marked with their kind (errkind.Classify); ListShards and
+// DescribeStreamSummary are the calls whose "not found" is the stream's.
 func (c *Client) do(ctx context.Context, op string, what fmt.Stringer, call func(context.Context) error) error {
-	return backoff.Do(ctx, c.retry, func(ctx context.Context) error {
+	return errkind.Classify(backoff.Do(ctx, c.retry, func(ctx context.Context) error {
 		err := call(ctx)
 		if backoff.Classify(err) == backoff.Throttled {
 			c.throttles.Add(1)
@@ -68,7 +71,7 @@ func (c *Client) do(ctx context.Context, op string, what fmt.Stringer, call func
 	}, func(attempt int, err error, class backoff.Class, wait time.Duration) {
 		c.retries.Add(1)
 		log.Debugf(ctx, "kinesisio: %s on %v failed (%v, attempt %d): %v; retrying in %v", op, what, class, attempt, err, wait)
-	})
+	}), op == "ListShards" || op == "DescribeStreamSummary")
 }
 
 // streamName names a stream in log lines.
@@ -101,6 +104,16 @@ func (c *Client) ListShards(ctx context.Context, stream string, filter *types.Sh
 	}
 	sort.Slice(shards, func(i, j int) bool { return aws.ToString(shards[i].ShardId) < aws.ToString(shards[j].ShardId) })
 	return shards, nil
+}
+
+// Endpoint names where the client's calls go: its endpoint URL when one was given, else the
+// regional endpoint of its region.
+func (c *Client) Endpoint() string {
+	o := c.api.Options()
+	if e := aws.ToString(o.BaseEndpoint); e != "" {
+		return e
+	}
+	return "https://kinesis." + o.Region + ".amazonaws.com"
 }
 
 // ShardIterator calls GetShardIterator for shard.
