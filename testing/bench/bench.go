@@ -9,7 +9,9 @@
 // Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..8, and 10 and 12..14 with --flink), --records (override
 // the read and write size), --cpuprofile PREFIX (one CPU profile per connector pipeline, in
 // PREFIX.<pipeline>, without the data set-up and baselines; read with go tool pprof -top),
-// --memprofile FILE (allocation profile at the end), -v=false (no progress on stderr),
+// --memprofile FILE (allocation profile at the end), --heapprofile PREFIX (a heap profile
+// taken at each read's and write's live heap peak, in PREFIX.<pipeline>; read with go tool
+// pprof -sample_index=inuse_space), -v=false (no progress on stderr),
 // --anchors (instead of the rows: the same work done by Beam Java's KinesisIO, built from
 // testing/anchors/java-kinesisio with Maven, side by side with this connector; see anchors.go),
 // --flink (also rows 10 and 12 to 14, on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT and the

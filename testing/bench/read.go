@@ -40,7 +40,7 @@ func readBounded(ctx context.Context, url, stream string) (readRun, error) {
 	p, s := beam.NewPipelineWithRoot()
 	recs := kinesisio.ReadBounded(s, stream, connect(url, kinesisio.WithStartingPosition(kinesisio.TrimHorizon()))...)
 	sink(s, beam.ParDo(s, &countFn{}, recs))
-	sampler := startHeapSampler()
+	sampler := startHeapSampler("readbounded-" + stream)
 	start := time.Now()
 	_, err := run(ctx, p, "readbounded-"+stream)
 	total := time.Since(start)
