@@ -9,7 +9,9 @@
 // Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..8, and 10 and 12..14 with --flink), --records (override
 // the read and write size), --cpuprofile PREFIX (one CPU profile per connector pipeline, in
 // PREFIX.<pipeline>, without the data set-up and baselines; read with go tool pprof -top),
-// --memprofile FILE (allocation profile at the end), -v=false (no progress on stderr),
+// --memprofile FILE (allocation profile at the end), --heapprofile PREFIX (a heap profile
+// taken at each read's and write's live heap peak, in PREFIX.<pipeline>; read with go tool
+// pprof -sample_index=inuse_space), -v=false (no progress on stderr),
 // --anchors (instead of the rows: the same work done by Beam Java's KinesisIO, built from
 // testing/anchors/java-kinesisio with Maven, side by side with this connector; see anchors.go),
 // --flink (also rows 10 and 12 to 14, on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT and the
@@ -24,7 +26,8 @@
 //  1. Read: ReadBounded on Prism against a plain aws-sdk-go-v2 GetRecords loop (one
 //     goroutine per shard) reading the same stream from the same server.
 //  2. Deaggregating read: user records/s reading KPL aggregates against reading the same
-//     user records stored plain.
+//     user records stored plain, both with the server's per-shard read limits on (paced.go),
+//     each also against the service's 2 MiB/s per shard.
 //  3. Write with the server's per-shard limits on: share of the 1 MiB/s shard byte limit
 //     reached with aggregation, and the speed-up over aggregation off; throttled entries.
 //  4. KPL codec: aggregate and deaggregate user records/s per CPU-second and allocations per
@@ -64,6 +67,11 @@ type Config struct {
 	Records int
 	// Shards is the number of shards of the read streams.
 	Shards int
+	// DeaggShards is the number of shards of row 2's streams: so few that each holds more
+	// than 2 MiB of aggregates, for the row to meet the service's wait after a large answer.
+	// DeaggRecords, when positive, caps row 2's user records below Records: its reads are
+	// paced at 2 MiB/s per shard, so their time grows with the size.
+	DeaggShards, DeaggRecords int
 	// WriteShards and WriteSeconds size row 3: steady-state seconds per case after the
 	// one-second burst the token buckets allow.
 	WriteShards, WriteSeconds int
@@ -90,7 +98,7 @@ type Config struct {
 // FullConfig is the configuration of the full report.
 func FullConfig() Config {
 	return Config{
-		Records: 1_000_000, Shards: 4,
+		Records: 1_000_000, Shards: 4, DeaggShards: 4,
 		WriteShards: 2, WriteSeconds: 5,
 		CodecRecords: 2_000_000,
 		LatencyTime:  20 * time.Second, LatencyRate: 200,
@@ -102,7 +110,7 @@ func FullConfig() Config {
 // QuickConfig is the scaled-down configuration of --quick, for CI.
 func QuickConfig() Config {
 	return Config{
-		Records: 50_000, Shards: 4,
+		Records: 50_000, Shards: 4, DeaggShards: 1, DeaggRecords: 25_000,
 		WriteShards: 2, WriteSeconds: 2,
 		CodecRecords: 200_000,
 		LatencyTime:  5 * time.Second, LatencyRate: 100,

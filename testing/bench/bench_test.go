@@ -55,7 +55,7 @@ func TestQuickReport(t *testing.T) {
 	}
 	want := map[string]map[string]int64{
 		"1":  {"readbounded_records": 20_000, "loop_records": 20_000},
-		"2":  {"user_records": 20_000},
+		"2":  {"user_records": 20_000, "plain_records": 20_000},
 		"3":  {"agg_messages": 3 * 2 * 10_000, "plain_messages": 3 * 2 * 1000},
 		"4a": {"records": 50_000},
 		"5":  {"read_records": 20_000, "written_records": 20_000},
@@ -78,6 +78,10 @@ func TestQuickReport(t *testing.T) {
 	}
 	if n := byID["2"].Counts["kinesis_records"]; n <= 0 || n >= 20_000 {
 		t.Errorf("row 2 read %d Kinesis records for 20,000 user records: not aggregated", n)
+	}
+	// The quick row meets the wait after an answer over 2 MiB, as the full run does.
+	if n := byID["2"].Counts["largest_answer_bytes"]; n <= 2<<20 {
+		t.Errorf("row 2's largest answer is %d bytes, want over 2 MiB", n)
 	}
 	if byID["3"].Counts["share_permille"] <= 0 {
 		t.Errorf("row 3: share of the byte limit %d‰, want > 0", byID["3"].Counts["share_permille"])

@@ -29,6 +29,7 @@ func main() {
 	records := flag.Int("records", 0, "records per read and write (overrides the mode's size)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each connector pipeline to this path plus \".<pipeline>\"")
 	memprofile := flag.String("memprofile", "", "write an allocation profile to this file at the end")
+	heapprofile := flag.String("heapprofile", "", "write a heap profile taken at each pipeline's live heap peak to this path plus \".<pipeline>\"")
 	verbose := flag.Bool("v", true, "log progress to stderr")
 	onFlink := flag.Bool("flink", false, "also run rows 10 and 12..15 on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT or --endpoint and its cluster at $BEAMKINESIS_FLINK_REST (testing/flink/flink.sh start)")
 	anchors := flag.Bool("anchors", false, "compare with Beam Java KinesisIO instead (testing/anchors; needs java and mvn)")
@@ -74,6 +75,7 @@ func main() {
 	if *verbose {
 		cfg.Log = os.Stderr
 	}
+	peakProfilePrefix = *heapprofile
 	if err := report(cfg, mode, *cpuprofile, *memprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -101,7 +103,7 @@ func report(cfg Config, mode, cpuprofile, memprofile string) error {
 	defer stop()
 	m := DescribeMachine()
 	cpuProfilePrefix = cpuprofile
-	if memprofile != "" {
+	if memprofile != "" || peakProfilePrefix != "" {
 		runtime.MemProfileRate = 64 << 10
 	}
 	b := NewBench(cfg)

@@ -19,6 +19,9 @@ type readRun struct {
 	Steady  time.Duration // first record emitted to the last
 	Heap    heapPeak
 	Overlap int // the most shards that were emitting records at the same time
+	// Calls and Throttles are the read's GetRecords calls and the calls refused for a
+	// limit (kinesisio/getrecords_calls, kinesisio/throttles).
+	Calls, Throttles int64
 }
 
 // rate is records per second over the whole run.
@@ -40,15 +43,16 @@ func readBounded(ctx context.Context, url, stream string) (readRun, error) {
 	p, s := beam.NewPipelineWithRoot()
 	recs := kinesisio.ReadBounded(s, stream, connect(url, kinesisio.WithStartingPosition(kinesisio.TrimHorizon()))...)
 	sink(s, beam.ParDo(s, &countFn{}, recs))
-	sampler := startHeapSampler()
+	sampler := startHeapSampler("readbounded-" + stream)
 	start := time.Now()
-	_, err := run(ctx, p, "readbounded-"+stream)
+	pr, err := run(ctx, p, "readbounded-"+stream)
 	total := time.Since(start)
 	heap := sampler.stop()
 	if err != nil {
 		return readRun{}, err
 	}
-	r := readRun{Records: seen.Load(), Total: total, Heap: heap}
+	r := readRun{Records: seen.Load(), Total: total, Heap: heap,
+		Calls: counter(pr, "kinesisio", "getrecords_calls"), Throttles: counter(pr, "kinesisio", "throttles")}
 	r.Overlap = maxOverlap(takeShardSpans())
 	if f := firstEmit.Load(); f != 0 {
 		r.Startup = time.Unix(0, f).Sub(start)
@@ -57,8 +61,8 @@ func readBounded(ctx context.Context, url, stream string) (readRun, error) {
 	return r, nil
 }
 
-// readSetup is the server and streams rows 1 and 2 read: "plain" holds Records plain
-// records, "agg" the same user records in KPL aggregates.
+// readSetup is the server rows 1 and 2 read from, and row 1's figures. Row 1 reads
+// "plain", Records plain records; row 2 its own streams (paced.go).
 type readSetup struct {
 	srv       *kinesistest.Server
 	plainRun  *readRun
@@ -67,7 +71,7 @@ type readSetup struct {
 	seqRate   float64 // getRecordsSequential's records/s
 }
 
-func (b *Bench) readServer(ctx context.Context) (*readSetup, error) {
+func (b *Bench) readServer() (*readSetup, error) {
 	if b.read != nil {
 		return b.read, nil
 	}
@@ -76,26 +80,26 @@ func (b *Bench) readServer(ctx context.Context) (*readSetup, error) {
 		return nil, fmt.Errorf("starting the Kinesis server: %w", err)
 	}
 	b.closers = append(b.closers, srv.Close)
-	if err := srv.CreateStream("plain", b.cfg.Shards); err != nil {
-		return nil, fmt.Errorf("creating stream plain: %w", err)
-	}
-	start := time.Now()
-	if err := putPlain(ctx, srv.Client(), "plain", b.cfg.Records); err != nil {
-		return nil, err
-	}
-	b.cfg.logf("stored %d plain records in %v", b.cfg.Records, time.Since(start).Round(time.Millisecond))
 	b.read = &readSetup{srv: srv}
 	return b.read, nil
 }
 
-// plainRead runs the GetRecords loop and ReadBounded over the plain stream, alternately,
-// twice each, and keeps the better run of each: a burst of load from the machine's other
-// users then hurts neither side more than the other.
+// plainRead stores Records plain records in stream "plain", then runs the GetRecords loop
+// and ReadBounded over it, alternately, twice each, and keeps the better run of each: a
+// burst of load from the machine's other users then hurts neither side more than the other.
 func (b *Bench) plainRead(ctx context.Context) (*readSetup, error) {
-	rs, err := b.readServer(ctx)
+	rs, err := b.readServer()
 	if err != nil || rs.plainRun != nil {
 		return rs, err
 	}
+	if err := rs.srv.CreateStream("plain", b.cfg.Shards); err != nil {
+		return nil, fmt.Errorf("creating stream plain: %w", err)
+	}
+	start := time.Now()
+	if err := putPlain(ctx, rs.srv.Client(), "plain", b.cfg.Records); err != nil {
+		return nil, err
+	}
+	b.cfg.logf("stored %d plain records in %v", b.cfg.Records, time.Since(start).Round(time.Millisecond))
 	var best time.Duration
 	for round := range 2 {
 		start := time.Now()
@@ -126,7 +130,7 @@ func (b *Bench) plainRead(ctx context.Context) (*readSetup, error) {
 		}
 	}
 	rs.loopRate = float64(rs.loopCount) / best.Seconds()
-	start := time.Now()
+	start = time.Now()
 	n, err := getRecordsSequential(ctx, rs.srv.Client(), "plain")
 	if err != nil {
 		return nil, fmt.Errorf("sequential GetRecords loop: %w", err)
@@ -175,42 +179,4 @@ func (b *Bench) rowRead(ctx context.Context) (Row, error) {
 		Counts: map[string]int64{"readbounded_records": r.Records, "loop_records": rs.loopCount},
 	}
 	return row, nil
-}
-
-// rowDeaggregate is row 2.
-func (b *Bench) rowDeaggregate(ctx context.Context) (Row, error) {
-	rs, err := b.plainRead(ctx)
-	if err != nil {
-		return Row{}, err
-	}
-	if err := rs.srv.CreateStream("agg", b.cfg.Shards); err != nil {
-		return Row{}, fmt.Errorf("creating stream agg: %w", err)
-	}
-	if err := putAggregated(ctx, rs.srv.Client(), "agg", b.cfg.Records); err != nil {
-		return Row{}, err
-	}
-	stored, err := rs.srv.StreamRecords("agg")
-	if err != nil {
-		return Row{}, fmt.Errorf("listing stream agg: %w", err)
-	}
-	r, err := readBounded(ctx, rs.srv.URL(), "agg")
-	if err != nil {
-		return Row{}, err
-	}
-	if r.Records != int64(b.cfg.Records) {
-		return Row{}, fmt.Errorf("ReadBounded of aggregates read %d user records, want %d", r.Records, b.cfg.Records)
-	}
-	b.cfg.logf("ReadBounded of aggregates: %d user records in %v (steady %v)", r.Records, r.Total.Round(time.Millisecond), r.Steady.Round(time.Millisecond))
-	plain := rs.plainRun
-	return Row{
-		ID:       "2",
-		Name:     fmt.Sprintf("Deaggregating read: ReadBounded, %s user records in %s KPL aggregates", group(r.Records), group(int64(len(stored)))),
-		Measured: fmt.Sprintf("%s steady (%s total)", rate(r.steadyRate(), "user rec/s"), rate(r.rate(), "user rec/s")),
-		Baseline: fmt.Sprintf("%s steady (row 1: the same user records stored plain)", rate(plain.steadyRate(), "rec/s")),
-		Ratio:    r.steadyRate() / plain.steadyRate(),
-		Target:   "≥ 1× (no target set)",
-		Notes:    fmt.Sprintf("whole-job ratio %.2f×", r.rate()/plain.rate()),
-		Rate:     r.steadyRate(),
-		Counts:   map[string]int64{"user_records": r.Records, "kinesis_records": int64(len(stored))},
-	}, nil
 }
