@@ -119,8 +119,8 @@ type Stats struct {
 	// ExtensionsRefused counts extensions the service refused for good: the handle was
 	// settled elsewhere or had expired.
 	ExtensionsRefused int64
-	Acks       int64
-	Restores   int64
+	Acks              int64
+	Restores          int64
 	// FailedAcks counts acknowledge and restore entries that failed for good (a stale
 	// handle or retries used up); StaleHandles, those of them whose handle no longer
 	// worked.
