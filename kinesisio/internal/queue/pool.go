@@ -1,0 +1,284 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+)
+
+// Config is a Pool's configuration.
+type Config struct {
+	QueueARN string
+	Side     Side
+	// Receivers is how many receives the pool keeps going at once.
+	Receivers int
+	// Visibility is the visibility timeout each receive asks for, and what an extension
+	// sets.
+	Visibility time.Duration
+	// ProcessingTimeout is the most time since its receive for which a held record is
+	// extended.
+	ProcessingTimeout time.Duration
+	// Wait is the long poll of a receive (at most MaxWait).
+	Wait time.Duration
+	// MaxBuffered is how many received records the pool buffers before its receivers
+	// pause.
+	MaxBuffered int
+	// Policy is the backoff of failed calls; its Retries bound the retries of a settle
+	// call (receives retry for as long as the pool runs).
+	Policy backoff.Policy
+	// Logf reports what a user should see once (nil: the log package).
+	Logf func(string, ...any)
+}
+
+// emptyReceiveGap is the least time between two receives of one receiver that return
+// nothing: a long poll normally spaces them, but a service (or server) that answers at once
+// must not be called in a tight loop.
+const emptyReceiveGap = time.Second
+
+// receiveMargin is how much longer than its long poll a receive may take before the pool
+// gives up on it.
+const receiveMargin = 10 * time.Second
+
+// Pool is a queue's receivers in one process: Receivers goroutines long-poll the queue
+// into a buffer that Take drains. Every record the pool received is held (its visibility
+// extended by the pool's Holder) from its receive until the caller settles it, or drops it
+// from the Holder (another step holds it), or the processing timeout passes. Buffered
+// records not taken when the pool stops are released at once (visibility 0).
+type Pool struct {
+	api     API
+	cfg     Config
+	settler *Settler
+	holder  *Holder
+
+	mu      sync.Mutex
+	buf     []Record
+	ready   chan struct{} // closed and replaced when records arrive
+	space   chan struct{} // closed and replaced when Take makes room
+	err     error         // a fatal receive error, for the next Take
+	cancel  context.CancelFunc
+	done    chan struct{}
+	running bool
+}
+
+// NewPool returns a stopped pool; Take starts it.
+func NewPool(api API, cfg Config) *Pool {
+	if cfg.Logf == nil {
+		cfg.Logf = log.Printf
+	}
+	cfg.Wait = min(max(cfg.Wait, 0), MaxWait)
+	cfg.Receivers = max(cfg.Receivers, 1)
+	cfg.MaxBuffered = max(cfg.MaxBuffered, MaxBatch)
+	s := NewSettler(api, cfg.QueueARN, cfg.Side, cfg.Policy, cfg.Logf)
+	return &Pool{
+		api:     api,
+		cfg:     cfg,
+		settler: s,
+		holder:  NewHolder(s, cfg.Visibility, cfg.ProcessingTimeout),
+		ready:   make(chan struct{}),
+		space:   make(chan struct{}),
+	}
+}
+
+// Settler is the pool's Settler: settle the records it received through it.
+func (p *Pool) Settler() *Settler { return p.settler }
+
+// Holder is the pool's Holder.
+func (p *Pool) Holder() *Holder { return p.holder }
+
+// TakeStats returns what the pool (its receivers, extensions and settles) did since the
+// last call.
+func (p *Pool) TakeStats() Stats { return p.settler.TakeStats() }
+
+// Buffered is how many received records wait to be taken.
+func (p *Pool) Buffered() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.buf)
+}
+
+// start starts the receivers and the holder's loop unless they run. The caller holds p.mu.
+func (p *Pool) startLocked() {
+	if p.running {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done, p.running = cancel, make(chan struct{}), true
+	var wg sync.WaitGroup
+	for range p.cfg.Receivers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.receive(ctx)
+		}()
+	}
+	// Stop cancels ctx; a receive under way is not cancelled with it, since the service
+	// may deliver records to a receive whose caller went away: they would stay invisible
+	// for their visibility timeout. Stop waits for it instead, and releases what it got.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.holder.Run(ctx)
+	}()
+	done := p.done
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+}
+
+// Take returns up to max buffered records, waiting up to wait for the first. It starts the
+// receivers if they do not run. Taken records stay held by the pool's Holder.
+func (p *Pool) Take(ctx context.Context, max int, wait time.Duration) ([]Record, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		p.startLocked()
+		if err := p.err; err != nil {
+			p.err = nil
+			p.mu.Unlock()
+			return nil, err
+		}
+		if len(p.buf) > 0 {
+			n := min(max, len(p.buf))
+			out := make([]Record, n)
+			copy(out, p.buf)
+			p.buf = append(p.buf[:0], p.buf[n:]...)
+			close(p.space)
+			p.space = make(chan struct{})
+			p.mu.Unlock()
+			return out, nil
+		}
+		ready := p.ready
+		p.mu.Unlock()
+		select {
+		case <-ready:
+		case <-deadline.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Stop stops the receivers and the extensions, and releases the buffered records (they
+// become visible at once). It waits for the receives under way, up to the long poll. Records taken and not settled are no longer extended and come
+// back when their visibility runs out. A later Take starts the pool again.
+func (p *Pool) Stop(ctx context.Context) {
+	p.mu.Lock()
+	if !p.running {
+		p.mu.Unlock()
+		return
+	}
+	cancel, done := p.cancel, p.done
+	p.running = false
+	p.mu.Unlock()
+	cancel()
+	<-done
+	p.mu.Lock()
+	buf := p.buf
+	p.buf = nil
+	p.mu.Unlock()
+	entries := make([]Entry, len(buf))
+	handles := make([]string, len(buf))
+	for i, r := range buf {
+		entries[i], handles[i] = Entry{Handle: r.Handle, Received: r.Received}, r.Handle
+	}
+	p.holder.Drop(handles)
+	if len(entries) > 0 {
+		// Best effort: a release that fails leaves the records to their visibility timeout.
+		_, _ = p.settler.Extend(ctx, entries, 0)
+	}
+}
+
+// receive is one receiver's loop.
+func (p *Pool) receive(ctx context.Context) {
+	attempt := 0
+	for ctx.Err() == nil {
+		p.mu.Lock()
+		full := len(p.buf) >= p.cfg.MaxBuffered
+		space := p.space
+		p.mu.Unlock()
+		if full {
+			select {
+			case <-space:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		sent := time.Now()
+		callCtx, cancel := context.WithTimeout(context.Background(), p.cfg.Wait+receiveMargin)
+		recs, err := p.call(callCtx)
+		cancel()
+		got := time.Now()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			class := classify(err)
+			if class == backoff.Fatal {
+				p.mu.Lock()
+				p.err = fatal(fmt.Sprintf("queue %s: receiving %v records", p.cfg.QueueARN, p.cfg.Side), err)
+				p.mu.Unlock()
+				attempt = max(attempt, 4)
+			}
+			p.settler.countRetry(class)
+			_ = backoff.Sleep(ctx, p.cfg.Policy.Delay(attempt, class))
+			attempt++
+			continue
+		}
+		attempt = 0
+		if len(recs) == 0 {
+			p.settler.stats.update(func(s *Stats) { s.Receives++; s.EmptyReceives++ })
+			_ = backoff.Sleep(ctx, emptyReceiveGap-got.Sub(sent))
+			continue
+		}
+		out := make([]Record, len(recs))
+		entries := make([]Entry, len(recs))
+		var bytes int64
+		for i, r := range recs {
+			out[i] = recordOf(r, got)
+			entries[i] = Entry{Handle: out[i].Handle, Received: got}
+			bytes += int64(len(out[i].Data))
+		}
+		// The deadline counts from the call, as the service counts it from the receive.
+		p.holder.Hold(entries, sent.Add(p.cfg.Visibility))
+		p.settler.stats.update(func(s *Stats) { s.Receives++; s.Records += int64(len(out)); s.Bytes += bytes })
+		p.mu.Lock()
+		p.buf = append(p.buf, out...)
+		close(p.ready)
+		p.ready = make(chan struct{})
+		p.mu.Unlock()
+	}
+}
+
+// call makes one receive of the pool's side.
+func (p *Pool) call(ctx context.Context) ([]types.QueueRecord, error) {
+	arn, limit := aws.String(p.cfg.QueueARN), aws.Int32(MaxBatch)
+	vis, wait := aws.Int32(seconds(p.cfg.Visibility)), aws.Int32(int32(p.cfg.Wait/time.Second))
+	if p.cfg.Side == DeadLetter {
+		out, err := p.api.ReceiveDeadLetterQueueRecords(ctx, &kinesis.ReceiveDeadLetterQueueRecordsInput{QueueARN: arn, Limit: limit, VisibilityTimeoutSeconds: vis, WaitTimeSeconds: wait})
+		if err != nil {
+			return nil, err
+		}
+		return out.QueueRecords, nil
+	}
+	out, err := p.api.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: arn, Limit: limit, VisibilityTimeoutSeconds: vis, WaitTimeSeconds: wait})
+	if err != nil {
+		return nil, err
+	}
+	return out.QueueRecords, nil
+}
+
+// IsFatal reports whether err is one the engine cannot ride out.
+func IsFatal(err error) bool { return errors.Is(err, ErrFatal) }

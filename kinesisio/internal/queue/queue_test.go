@@ -1,0 +1,277 @@
+package queue_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/queue"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+var fast = backoff.Policy{Retries: 30, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond}
+
+type env struct {
+	t   *testing.T
+	ctx context.Context
+	srv *kinesistest.Server
+	kc  *kinesis.Client
+	arn string
+}
+
+// newEnv starts a server with an ON_DEMAND stream "s" and a queue "q" on it made with cfg.
+func newEnv(t *testing.T, cfg kinesistest.QueueConfig, opts ...kinesistest.Option) *env {
+	t.Helper()
+	srv, err := kinesistest.Start(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.CreateOnDemandStream("s", 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	arn, err := srv.CreateQueue("q", "s", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	kc := srv.Client(func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
+	return &env{t: t, ctx: ctx, srv: srv, kc: kc, arn: arn}
+}
+
+func (e *env) put(n int) []string {
+	e.t.Helper()
+	var want []string
+	for start := 0; start < n; start += 500 {
+		in := &kinesis.PutRecordsInput{StreamName: aws.String("s")}
+		for i := start; i < min(n, start+500); i++ {
+			d := "r" + strconv.Itoa(i)
+			want = append(want, d)
+			in.Records = append(in.Records, types.PutRecordsRequestEntry{PartitionKey: aws.String("k" + strconv.Itoa(i)), Data: []byte(d)})
+		}
+		out, err := e.kc.PutRecords(e.ctx, in)
+		if err != nil || aws.ToInt32(out.FailedRecordCount) != 0 {
+			e.t.Fatalf("PutRecords: %v %+v", err, out)
+		}
+	}
+	slices.Sort(want)
+	return want
+}
+
+func (e *env) pool(cfg queue.Config) *queue.Pool {
+	cfg.QueueARN = e.arn
+	if cfg.Visibility == 0 {
+		cfg.Visibility = 30 * time.Second
+	}
+	if cfg.ProcessingTimeout == 0 {
+		cfg.ProcessingTimeout = 2 * time.Minute
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = time.Second
+	}
+	cfg.Policy = fast
+	cfg.Logf = e.t.Logf
+	p := queue.NewPool(e.kc, cfg)
+	e.t.Cleanup(func() { p.Stop(context.Background()) })
+	return p
+}
+
+// takeAll takes from p until it has n records.
+func (e *env) takeAll(p *queue.Pool, n int) []queue.Record {
+	e.t.Helper()
+	var got []queue.Record
+	for len(got) < n {
+		recs, err := p.Take(e.ctx, 100, time.Second)
+		if err != nil {
+			e.t.Fatalf("Take after %d records: %v", len(got), err)
+		}
+		got = append(got, recs...)
+	}
+	return got
+}
+
+func datas(recs []queue.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r.Data)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func entries(recs []queue.Record) []queue.Entry {
+	out := make([]queue.Entry, len(recs))
+	for i, r := range recs {
+		out[i] = queue.Entry{Handle: r.Handle, Received: r.Received}
+	}
+	return out
+}
+
+func (e *env) stats() kinesistest.QueueStats {
+	st, err := e.srv.QueueStats(e.arn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+func TestPoolReceivesAndAcknowledgesEveryRecord(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{})
+	want := e.put(437)
+	p := e.pool(queue.Config{Receivers: 4})
+	got := e.takeAll(p, len(want))
+	if d := datas(got); !slices.Equal(d, want) {
+		t.Fatalf("received %d records, want %d: %v", len(d), len(want), d)
+	}
+	lost, err := p.Settler().Ack(e.ctx, entries(got))
+	if err != nil || len(lost) != 0 {
+		t.Fatalf("Ack: lost %v, err %v", lost, err)
+	}
+	st := e.stats()
+	if st.Acked != int64(len(want)) || st.InFlight != 0 || st.Visible != 0 || st.Redelivered != 0 {
+		t.Fatalf("queue after the acks: %+v", st)
+	}
+	s := p.TakeStats()
+	if s.Records != int64(len(want)) || s.Acks != int64(len(want)) || len(s.AckLagMs) != len(want) {
+		t.Fatalf("stats: records %d acks %d lags %d, want %d each", s.Records, s.Acks, len(s.AckLagMs), len(want))
+	}
+}
+
+func TestHolderExtendsUntilTheProcessingTimeout(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{})
+	want := e.put(25)
+	start := time.Now()
+	p := e.pool(queue.Config{Visibility: time.Second, ProcessingTimeout: 4 * time.Second})
+	got := e.takeAll(p, len(want))
+	// Held past three visibility timeouts: nothing came back.
+	if err := e.srv.WaitQueue(e.ctx, e.arn, func(st kinesistest.QueueStats) bool {
+		return e.srv.CallCount("UpdateQueueRecordsVisibility") >= 3
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.stats(); st.InFlight != len(want) || st.Expired != 0 {
+		t.Fatalf("held records: %+v, want %d in flight and none expired", st, len(want))
+	}
+	// Let go at the processing timeout: they come back.
+	if err := e.srv.WaitQueue(e.ctx, e.arn, func(st kinesistest.QueueStats) bool { return st.Visible == len(want) }); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 4*time.Second {
+		t.Fatalf("records came back after %v, before the processing timeout", el)
+	}
+	s := p.TakeStats()
+	// The pool goes on receiving, so records let go may be received and let go again.
+	if s.Released < int64(len(got)) || s.Extensions < int64(len(got)) {
+		t.Fatalf("stats: released %d, extensions %d; want at least %d each", s.Released, s.Extensions, len(got))
+	}
+}
+
+func TestStaleHandlesAreCountedNotFatal(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{})
+	want := e.put(12)
+	p := e.pool(queue.Config{})
+	got := e.takeAll(p, len(want))
+	if _, err := e.srv.ExpireQueueInFlight(e.arn); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := p.Settler().Ack(e.ctx, entries(got))
+	if err != nil {
+		t.Fatalf("Ack of stale handles: %v", err)
+	}
+	if len(lost) != len(want) {
+		t.Fatalf("lost %d handles, want %d", len(lost), len(want))
+	}
+	if s := p.TakeStats(); s.StaleHandles != int64(len(want)) || s.FailedAcks != int64(len(want)) || s.Acks != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	// The records come back and are acknowledged by their new handles.
+	again := e.takeAll(p, len(want))
+	if d := datas(again); !slices.Equal(d, want) {
+		t.Fatalf("redelivered %v", d)
+	}
+	if lost, err := p.Settler().Ack(e.ctx, entries(again)); err != nil || len(lost) != 0 {
+		t.Fatalf("Ack: lost %v, err %v", lost, err)
+	}
+}
+
+func TestFaultsAreRiddenOut(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{}, kinesistest.WithFaults(kinesistest.Faults{
+		QueueThrottleRate: 0.3, QueueEntryThrottleRate: 0.2, QueueEntryInternalFailureRate: 0.1, ServerErrorRate: 0.1,
+		Operations: []string{"ReceiveQueueRecords", "AcknowledgeQueueRecords", "UpdateQueueRecordsVisibility"},
+	}))
+	want := e.put(300)
+	p := e.pool(queue.Config{Receivers: 3})
+	got := e.takeAll(p, len(want))
+	if lost, err := p.Settler().Ack(e.ctx, entries(got)); err != nil || len(lost) != 0 {
+		t.Fatalf("Ack: lost %v, err %v", lost, err)
+	}
+	ids, err := e.srv.QueueAckedRecordIDs(e.arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != len(want) {
+		t.Fatalf("acked %d record ids, want %d", len(ids), len(want))
+	}
+	if d := datas(got); !slices.Equal(d, want) {
+		t.Fatalf("received %v", d)
+	}
+	if s := p.TakeStats(); s.Throttles == 0 || s.Retries == 0 {
+		t.Fatalf("no retries counted under faults: %+v", s)
+	}
+}
+
+func TestDeadLettersAreReceivedAndRestored(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{MaxReceiveCount: 1})
+	want := e.put(15)
+	p := e.pool(queue.Config{})
+	e.takeAll(p, len(want))
+	p.Stop(e.ctx)
+	if _, err := e.srv.ExpireQueueInFlight(e.arn); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.stats(); st.DeadVisible != len(want) {
+		t.Fatalf("dead letters %+v, want %d", st, len(want))
+	}
+	dead := e.pool(queue.Config{Side: queue.DeadLetter})
+	got := e.takeAll(dead, len(want))
+	if d := datas(got); !slices.Equal(d, want) {
+		t.Fatalf("dead letters %v", d)
+	}
+	half := len(got) / 2
+	if lost, err := dead.Settler().Restore(e.ctx, entries(got[:half])); err != nil || len(lost) != 0 {
+		t.Fatalf("Restore: %v %v", lost, err)
+	}
+	if lost, err := dead.Settler().Ack(e.ctx, entries(got[half:])); err != nil || len(lost) != 0 {
+		t.Fatalf("Ack: %v %v", lost, err)
+	}
+	st := e.stats()
+	if st.Restored != int64(half) || st.DeadAcked != int64(len(got)-half) || st.Visible != half {
+		t.Fatalf("after restore and discard: %+v", st)
+	}
+}
+
+func TestPoolStopReleasesBufferedRecords(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{})
+	want := e.put(40)
+	p := e.pool(queue.Config{Receivers: 2, MaxBuffered: 40})
+	first, err := p.Take(e.ctx, 1, 5*time.Second)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Take: %v %v", first, err)
+	}
+	if err := e.srv.WaitQueue(e.ctx, e.arn, func(st kinesistest.QueueStats) bool { return st.Received == int64(len(want)) }); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop(e.ctx)
+	// Everything but the taken record is visible again at once; the taken one stays in flight.
+	if st := e.stats(); st.Visible != len(want)-1 || st.InFlight != 1 {
+		t.Fatalf("after Stop: %+v", st)
+	}
+}

@@ -1,0 +1,307 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
+)
+
+// Per-entry error codes of the settle calls.
+const (
+	codeThrottling      = "ThrottlingException"
+	codeInternalFailure = "InternalFailureException"
+)
+
+// op is one kind of settle call.
+type op int
+
+const (
+	opAck op = iota
+	opExtend
+	opRestore
+)
+
+func (o op) String() string {
+	switch o {
+	case opExtend:
+		return "visibility extension"
+	case opRestore:
+		return "restore"
+	}
+	return "acknowledgement"
+}
+
+// Settler makes the calls that settle or extend received records, for one queue and side:
+// batches of up to MaxBatch entries, a failed call retried with backoff, and failed
+// entries retried when their code says the service was busy (ThrottlingException,
+// InternalFailureException). An entry that fails with any other code has a handle that no
+// longer works (its record was delivered again, its visibility ran out, the queue was
+// deleted): it is counted as stale and logged once per Settler, not an error, since its
+// record will be delivered again.
+type Settler struct {
+	api    API
+	arn    string
+	side   Side
+	policy backoff.Policy
+	stats  *stats
+	logf   func(string, ...any)
+
+	staleOnce sync.Once
+}
+
+// NewSettler returns a Settler of queueARN's side. logf (nil: the log package) reports the
+// first stale handle.
+func NewSettler(api API, queueARN string, side Side, policy backoff.Policy, logf func(string, ...any)) *Settler {
+	if logf == nil {
+		logf = log.Printf
+	}
+	return &Settler{api: api, arn: queueARN, side: side, policy: policy, stats: &stats{}, logf: logf}
+}
+
+// TakeStats returns what the Settler did since the last call.
+func (s *Settler) TakeStats() Stats { return s.stats.take() }
+
+// Entry is one record to settle: its handle, and when it was received (for the ack lag;
+// zero when unknown).
+type Entry struct {
+	Handle   string
+	Received time.Time
+}
+
+// Ack acknowledges entries (on the dead-letter side: discards them). It returns the
+// handles that failed for good, stale ones included; an error only when the queue cannot
+// be called at all (a fatal error, or ctx done).
+func (s *Settler) Ack(ctx context.Context, entries []Entry) ([]string, error) {
+	return s.settle(ctx, opAck, entries, 0)
+}
+
+// Restore returns dead letters to the queue's normal side, their ReceiveCount reset.
+func (s *Settler) Restore(ctx context.Context, entries []Entry) ([]string, error) {
+	if s.side != DeadLetter {
+		return nil, fmt.Errorf("queue %s: restore is a dead-letter operation", s.arn)
+	}
+	return s.settle(ctx, opRestore, entries, 0)
+}
+
+// Extend sets the visibility of entries to vis from now, and returns the handles that
+// failed for good.
+func (s *Settler) Extend(ctx context.Context, entries []Entry, vis time.Duration) ([]string, error) {
+	return s.settle(ctx, opExtend, entries, vis)
+}
+
+func (s *Settler) settle(ctx context.Context, o op, entries []Entry, vis time.Duration) ([]string, error) {
+	var lost []string
+	for len(entries) > 0 {
+		n := min(len(entries), MaxBatch)
+		l, err := s.batch(ctx, o, entries[:n], vis)
+		lost = append(lost, l...)
+		if err != nil {
+			return lost, err
+		}
+		entries = entries[n:]
+	}
+	return lost, nil
+}
+
+// failure is one failed entry of a response.
+type failure struct{ handle, code, msg string }
+
+// batch settles up to MaxBatch entries, retrying the call and its busy entries.
+func (s *Settler) batch(ctx context.Context, o op, entries []Entry, vis time.Duration) ([]string, error) {
+	byHandle := make(map[string]Entry, len(entries))
+	for _, e := range entries {
+		byHandle[e.Handle] = e
+	}
+	pending := entries
+	var lost []string
+	for attempt := 0; ; attempt++ {
+		handles := make([]string, len(pending))
+		for i, e := range pending {
+			handles[i] = e.Handle
+		}
+		ok, failed, err := s.call(ctx, o, handles, vis)
+		if err != nil {
+			class := classify(err)
+			if class == backoff.Fatal || attempt >= s.policy.Retries {
+				if ctx.Err() != nil {
+					return lost, fmt.Errorf("queue %s: %v of %d entries: %w", s.arn, o, len(pending), ctx.Err())
+				}
+				return lost, fatal(fmt.Sprintf("queue %s: %v of %d entries", s.arn, o, len(pending)), err)
+			}
+			s.countRetry(class)
+			if err := backoff.Sleep(ctx, s.policy.Delay(attempt, class)); err != nil {
+				return lost, fmt.Errorf("queue %s: %v: %w", s.arn, o, err)
+			}
+			continue
+		}
+		now := time.Now()
+		s.stats.update(func(st *Stats) {
+			switch o {
+			case opAck:
+				st.Acks += int64(len(ok))
+				for _, h := range ok {
+					if r := byHandle[h].Received; !r.IsZero() {
+						st.AckLagMs = append(st.AckLagMs, now.Sub(r).Milliseconds())
+					}
+				}
+			case opRestore:
+				st.Restores += int64(len(ok))
+			case opExtend:
+				st.Extensions += int64(len(ok))
+			}
+		})
+		var retry []Entry
+		busy := backoff.Retryable
+		for _, f := range failed {
+			switch {
+			case (f.code == codeThrottling || f.code == codeInternalFailure) && attempt < s.policy.Retries:
+				if f.code == codeThrottling {
+					busy = backoff.Throttled
+				}
+				retry = append(retry, byHandle[f.handle])
+			case f.code == codeThrottling || f.code == codeInternalFailure:
+				lost = append(lost, f.handle)
+				s.countLost(o, false)
+			case o == opExtend:
+				// A handle settled elsewhere (the ack step ran on another worker) or
+				// expired: the record is not held any more.
+				lost = append(lost, f.handle)
+				s.countLost(o, true)
+			default:
+				lost = append(lost, f.handle)
+				s.countLost(o, true)
+				s.staleOnce.Do(func() {
+					s.logf("kinesisio: queue %s: a %v failed with %s (%s): the handle no longer works and its record will be delivered again; further stale handles are only counted", s.arn, o, f.code, f.msg)
+				})
+			}
+		}
+		if len(retry) == 0 {
+			return lost, nil
+		}
+		s.countRetry(busy)
+		if err := backoff.Sleep(ctx, s.policy.Delay(attempt, busy)); err != nil {
+			return lost, fmt.Errorf("queue %s: %v: %w", s.arn, o, err)
+		}
+		pending = retry
+	}
+}
+
+// countLost counts an entry that failed for good.
+func (s *Settler) countLost(o op, stale bool) {
+	s.stats.update(func(st *Stats) {
+		switch {
+		case o == opExtend:
+			st.ExtensionsRefused++
+		case stale:
+			st.FailedAcks++
+			st.StaleHandles++
+		default:
+			st.FailedAcks++
+		}
+	})
+}
+
+func (s *Settler) countRetry(class backoff.Class) {
+	s.stats.update(func(st *Stats) {
+		st.Retries++
+		if class == backoff.Throttled {
+			st.Throttles++
+		}
+	})
+}
+
+// call makes one settle call and returns the successful handles and the failed entries.
+func (s *Settler) call(ctx context.Context, o op, handles []string, vis time.Duration) ([]string, []failure, error) {
+	arn := aws.String(s.arn)
+	var ok []string
+	var failed []failure
+	fail := func(h, code, msg *string) {
+		failed = append(failed, failure{aws.ToString(h), aws.ToString(code), aws.ToString(msg)})
+	}
+	switch {
+	case o == opAck && s.side == Normal:
+		in := &kinesis.AcknowledgeQueueRecordsInput{QueueARN: arn}
+		for _, h := range handles {
+			in.Entries = append(in.Entries, types.AcknowledgeQueueRecordsRequestEntry{ReceiptHandle: aws.String(h)})
+		}
+		out, err := s.api.AcknowledgeQueueRecords(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range out.Successful {
+			ok = append(ok, aws.ToString(e.ReceiptHandle))
+		}
+		for _, e := range out.Failed {
+			fail(e.ReceiptHandle, e.ErrorCode, e.ErrorMessage)
+		}
+	case o == opAck:
+		in := &kinesis.AcknowledgeDeadLetterQueueRecordsInput{QueueARN: arn}
+		for _, h := range handles {
+			in.Entries = append(in.Entries, types.AcknowledgeDeadLetterQueueRecordsRequestEntry{ReceiptHandle: aws.String(h)})
+		}
+		out, err := s.api.AcknowledgeDeadLetterQueueRecords(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range out.Successful {
+			ok = append(ok, aws.ToString(e.ReceiptHandle))
+		}
+		for _, e := range out.Failed {
+			fail(e.ReceiptHandle, e.ErrorCode, e.ErrorMessage)
+		}
+	case o == opRestore:
+		in := &kinesis.RestoreDeadLetterQueueRecordsInput{QueueARN: arn}
+		for _, h := range handles {
+			in.Entries = append(in.Entries, types.RestoreDeadLetterQueueRecordsRequestEntry{ReceiptHandle: aws.String(h)})
+		}
+		out, err := s.api.RestoreDeadLetterQueueRecords(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range out.Successful {
+			ok = append(ok, aws.ToString(e.ReceiptHandle))
+		}
+		for _, e := range out.Failed {
+			fail(e.ReceiptHandle, e.ErrorCode, e.ErrorMessage)
+		}
+	case s.side == Normal:
+		in := &kinesis.UpdateQueueRecordsVisibilityInput{QueueARN: arn}
+		for _, h := range handles {
+			in.Entries = append(in.Entries, types.UpdateQueueRecordsVisibilityRequestEntry{ReceiptHandle: aws.String(h), VisibilityTimeoutSeconds: aws.Int32(seconds(vis))})
+		}
+		out, err := s.api.UpdateQueueRecordsVisibility(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range out.Successful {
+			ok = append(ok, aws.ToString(e.ReceiptHandle))
+		}
+		for _, e := range out.Failed {
+			fail(e.ReceiptHandle, e.ErrorCode, e.ErrorMessage)
+		}
+	default:
+		in := &kinesis.UpdateDeadLetterQueueRecordsVisibilityInput{QueueARN: arn}
+		for _, h := range handles {
+			in.Entries = append(in.Entries, types.UpdateDeadLetterQueueRecordsVisibilityRequestEntry{ReceiptHandle: aws.String(h), VisibilityTimeoutSeconds: aws.Int32(seconds(vis))})
+		}
+		out, err := s.api.UpdateDeadLetterQueueRecordsVisibility(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range out.Successful {
+			ok = append(ok, aws.ToString(e.ReceiptHandle))
+		}
+		for _, e := range out.Failed {
+			fail(e.ReceiptHandle, e.ErrorCode, e.ErrorMessage)
+		}
+	}
+	return ok, failed, nil
+}
