@@ -167,5 +167,5 @@ func TestALeaseHeldByALiveOwnerIsErrLeaseHeld(t *testing.T) {
 	defer stop()
 	err = boundedRead(ctx, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithCheckpointTable(table), WithCheckpointTableEndpoint(dyn),
 		WithCheckpointLeaseDuration(300*time.Millisecond)))
-	assertKind(t, err, ErrLeaseHeld, "checkpoint table "+table, `owner "other-job"`, "WithCheckpointTakeover(true)")
+	assertKind(t, err, ErrLeaseHeld, "checkpoint table "+table, `owner "other-job"`, "WithCheckpointTakeover()")
 }
