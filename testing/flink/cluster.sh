@@ -250,7 +250,8 @@ await_tm() {
   local n=$1 id deadline
   id=$(cat "$state/tm-$n.id")
   deadline=$((SECONDS + timeout))
-  until registered | grep -qx "$id"; do
+  # grep reads the whole list (no -q), so that the lister never writes into a closed pipe.
+  until registered | grep -x "$id" >/dev/null; do
     running "tm-$n" || fail "$state/log/tm-$n.log" "TaskManager $n exited before it registered"
     [ "$SECONDS" -lt "$deadline" ] || fail "$state/log/tm-$n.log" "TaskManager $n did not register within ${timeout}s"
     sleep 0.2 # poll interval of the deadline loop above
