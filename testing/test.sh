@@ -6,6 +6,11 @@
 # started.
 #
 #   testing/test.sh [go test flags and packages]     # default: -count=1 -timeout 25m ./...
+#
+# The Flink cluster and job server are Flink 1.19.3 with Beam 2.62.0's runner;
+# BEAMKINESIS_FLINK_VERSION=1.16 installs and runs Flink 1.16.3 with Beam 2.56.0's instead
+# (testing/flink/versions.sh). BEAMKINESIS_FLINK_STATE and BEAMKINESIS_FLINK_CLUSTER_STATE
+# give a run state directories of its own, beside another run's cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)

@@ -41,8 +41,9 @@
 //  10. With --flink only: ReadBounded on the standalone Flink cluster with --parallelism
 //     equal to the shard count, against the GetRecords loop of row 1 (flink.go).
 //  12. With --flink only: the same read beside Flink's own FlinkKinesisConsumer
-//     (flink-connector-kinesis 1.16.3, in the job of testing/anchors/flink-kinesis, built by
-//     testing/deps/deps.sh flinkkinesis) on the same cluster and server: 12a with the
+//     (flink-connector-kinesis 4.3.0-1.19 on Flink 1.19, 1.16.3 on Flink 1.16, in the job of
+//     testing/anchors/flink-kinesis, built by testing/deps/deps.sh flinkkinesis) on the same
+//     cluster and server: 12a with the
 //     consumer's defaults, 12b without its 200 ms between GetRecords calls (flinkrows.go).
 //     (Rows 9 and 11 of testing/REPORTS.md come from go test -bench, not from this program.)
 //  13. With --flink only: 8 shards at parallelism 1 and 2, both connectors: the speed-up.

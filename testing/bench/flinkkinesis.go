@@ -1,11 +1,14 @@
 package main
 
 // Rows 12 to 14 (with --flink): Flink's own Kinesis consumer, FlinkKinesisConsumer of
-// flink-connector-kinesis 1.16.3, in a small job of ours (testing/anchors/flink-kinesis, built
-// by testing/deps/deps.sh flinkkinesis) on the same standalone Flink cluster, against the same
-// kinesistest server, beside this connector's ReadBounded on the Flink job server.
+// flink-connector-kinesis (4.3.0-1.19 on Flink 1.19, 1.16.3 on Flink 1.16), in a small job of
+// ours (testing/anchors/flink-kinesis, built by testing/deps/deps.sh flinkkinesis for the
+// cluster's Flink release) on the same standalone Flink cluster, against the same kinesistest
+// server, beside this connector's ReadBounded on the Flink job server.
 
 import (
+	"archive/zip"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -21,8 +24,13 @@ import (
 )
 
 // EnvFlinkKinesisJar names the jar of testing/anchors/flink-kinesis (deps.sh flinkkinesis
-// prints it); unset, the bench looks in deps.sh's default cache.
+// prints it); unset, the bench looks in deps.sh's default cache, in the directory of the
+// Flink release $BEAMKINESIS_FLINK_CLUSTER_VERSION names (cluster.sh start prints it;
+// default defaultFlinkRelease).
 const EnvFlinkKinesisJar = "BEAMKINESIS_FLINK_KINESIS_JAR"
+
+// defaultFlinkRelease is the Flink release of testing/flink/versions.sh's default pair.
+const defaultFlinkRelease = "1.19.3"
 
 // flinkKinesisJar finds the anchor job's jar.
 func flinkKinesisJar() (string, error) {
@@ -36,12 +44,57 @@ func flinkKinesisJar() (string, error) {
 			}
 			root = filepath.Join(c, "beamkinesis")
 		}
-		p = filepath.Join(root, "flink-kinesis", "flink-kinesis-anchor.jar")
+		release := os.Getenv("BEAMKINESIS_FLINK_CLUSTER_VERSION")
+		if release == "" {
+			release = defaultFlinkRelease
+		}
+		p = filepath.Join(root, "flink-kinesis-"+release, "flink-kinesis-anchor.jar")
 	}
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("the Flink Kinesis anchor jar (build it with testing/deps/deps.sh flinkkinesis, or set $%s): %w", EnvFlinkKinesisJar, err)
 	}
 	return p, nil
+}
+
+// anchorVersions reads the Flink release and the flink-connector-kinesis version the anchor
+// jar at path was built with, from its manifest (Flink-Version, Flink-Kinesis-Version).
+func anchorVersions(path string) (flink, connector string, err error) {
+	z, err := zip.OpenReader(path)
+	if err != nil {
+		return "", "", fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer z.Close()
+	f, err := z.Open("META-INF/MANIFEST.MF")
+	if err != nil {
+		return "", "", fmt.Errorf("reading the manifest of %s: %w", path, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(strings.TrimRight(sc.Text(), "\r"), ": ")
+		switch k {
+		case "Flink-Version":
+			flink = v
+		case "Flink-Kinesis-Version":
+			connector = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", fmt.Errorf("reading the manifest of %s: %w", path, err)
+	}
+	if flink == "" || connector == "" {
+		return "", "", fmt.Errorf("the manifest of %s names no Flink-Version or Flink-Kinesis-Version; build it again with testing/deps/deps.sh flinkkinesis", path)
+	}
+	return flink, connector, nil
+}
+
+// minorRelease returns the major.minor part of a Flink release such as 1.19.3.
+func minorRelease(release string) string {
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return release
+	}
+	return parts[0] + "." + parts[1]
 }
 
 // subtaskStatus is one sink subtask's out/subtask-N.status: records counted and the Unix
@@ -216,23 +269,40 @@ func (r flinkKinesisRun) rate() float64 { return float64(r.Counted.Records) / r.
 type flinkKinesisJob struct {
 	rest  flinkRESTClient
 	jarID string
-	log   func(format string, args ...any)
+	// connector is the flink-connector-kinesis version of the jar, e.g. 4.3.0-1.19.
+	connector string
+	log       func(format string, args ...any)
 }
 
-// newFlinkKinesisJob uploads the anchor jar to the cluster whose REST API is at rest.
+// newFlinkKinesisJob uploads the anchor jar to the cluster whose REST API is at rest. It
+// refuses a jar built for another Flink minor release than the cluster's.
 func newFlinkKinesisJob(ctx context.Context, rest string, log func(string, ...any)) (*flinkKinesisJob, error) {
 	jar, err := flinkKinesisJar()
 	if err != nil {
 		return nil, err
 	}
+	built, connector, err := anchorVersions(jar)
+	if err != nil {
+		return nil, err
+	}
 	c := flinkRESTClient{&flinkrest.Cluster{REST: rest}}
+	var overview struct {
+		Version string `json:"flink-version"`
+	}
+	if err := c.c.Call(ctx, http.MethodGet, "/overview", nil, &overview); err != nil {
+		return nil, fmt.Errorf("asking the cluster for its Flink release: %w", err)
+	}
+	if minorRelease(overview.Version) != minorRelease(built) {
+		return nil, fmt.Errorf("the Flink Kinesis anchor %s was built for Flink %s, the cluster at %s runs %s: build it for the cluster's release (BEAMKINESIS_FLINK_VERSION=%s testing/deps/deps.sh flinkkinesis) or point $%s at that build",
+			jar, built, rest, overview.Version, minorRelease(overview.Version), EnvFlinkKinesisJar)
+	}
 	start := time.Now()
 	id, err := c.c.UploadJar(ctx, jar)
 	if err != nil {
 		return nil, fmt.Errorf("uploading the Flink Kinesis anchor: %w", err)
 	}
 	log("uploaded %s to %s as %s in %v", jar, rest, id, time.Since(start).Round(time.Millisecond))
-	return &flinkKinesisJob{rest: c, jarID: id, log: log}, nil
+	return &flinkKinesisJob{rest: c, jarID: id, connector: connector, log: log}, nil
 }
 
 // close deletes the uploaded jar.

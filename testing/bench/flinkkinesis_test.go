@@ -1,10 +1,12 @@
 package main
 
 import (
+	"archive/zip"
 	"context"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -42,6 +44,53 @@ func TestSumStatusesSpansTheSubtasksThatCounted(t *testing.T) {
 	}
 	if got := sumStatuses(nil); got != (subtaskStatus{}) {
 		t.Errorf("sumStatuses(nil) = %+v, want zero", got)
+	}
+}
+
+// writeJar writes a jar at dir/name whose manifest is manifest.
+func writeJar(t *testing.T, dir, name, manifest string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zip.NewWriter(f)
+	w, err := z.Create("META-INF/MANIFEST.MF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(manifest)); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestAnchorVersionsReadsTheJarsManifest(t *testing.T) {
+	dir := t.TempDir()
+	jar := writeJar(t, dir, "anchor.jar", "Manifest-Version: 1.0\r\nMain-Class: dev.beamkinesis.anchors.flink.KinesisCount\r\n"+
+		"Flink-Kinesis-Version: 4.3.0-1.19\r\nFlink-Version: 1.19.3\r\n\r\n")
+	flink, connector, err := anchorVersions(jar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flink != "1.19.3" || connector != "4.3.0-1.19" {
+		t.Errorf("anchorVersions = %q, %q; want 1.19.3, 4.3.0-1.19", flink, connector)
+	}
+	old := writeJar(t, dir, "old.jar", "Manifest-Version: 1.0\r\nMain-Class: dev.beamkinesis.anchors.flink.KinesisCount\r\n\r\n")
+	if _, _, err := anchorVersions(old); err == nil {
+		t.Error("anchorVersions accepted a jar whose manifest names no versions")
+	}
+	for release, want := range map[string]string{"1.19.3": "1.19", "1.16.3": "1.16", "1.19": "1.19", "2": "2"} {
+		if got := minorRelease(release); got != want {
+			t.Errorf("minorRelease(%q) = %q, want %q", release, got, want)
+		}
 	}
 }
 

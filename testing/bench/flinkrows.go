@@ -138,8 +138,8 @@ func (b *Bench) rowsFlinkKinesis(ctx context.Context) ([]Row, error) {
 		}
 	}
 	name := func(how string) string {
-		return fmt.Sprintf("Read on the standalone Flink cluster beside Flink's FlinkKinesisConsumer (flink-connector-kinesis 1.16.3, %s), parallelism %d, %d shards, %s × 100 B",
-			how, shards, shards, group(int64(b.cfg.Records)))
+		return fmt.Sprintf("Read on the standalone Flink cluster beside Flink's FlinkKinesisConsumer (flink-connector-kinesis %s, %s), parallelism %d, %d shards, %s × 100 B",
+			job.connector, how, shards, shards, group(int64(b.cfg.Records)))
 	}
 	return []Row{
 		backlogRow(fmt.Sprint(flinkKinesisRow, "a"), name("defaults"), ours, defaults, "; theirs at most 50,000 rec/s per shard by its 200 ms between GetRecords calls"),

@@ -18,17 +18,26 @@
 #   kcl        the KCL 3.x consumer of the KCL interop test (testing/kcl), built the same way
 #              twice: on KCL 3.1 (the pom's kcl.version) and on KCL 3.5 (its profile kcl-3.5)
 #   flinkkinesis  the bench's Flink Kinesis anchor (testing/anchors/flink-kinesis): a Flink job
-#              reading with Flink's own FlinkKinesisConsumer (flink-connector-kinesis 1.16.3),
-#              shaded into one jar, built the same way
+#              reading with Flink's own FlinkKinesisConsumer (flink-connector-kinesis 4.3.0-1.19,
+#              or 1.16.3 for Flink 1.16), shaded into one jar, built the same way
+#
+# flink, jobserver and flinkkinesis install one pair of testing/flink/versions.sh: Flink
+# 1.19.3 with Beam 2.62.0's runner by default, Flink 1.16.3 with Beam 2.56.0's when
+# BEAMKINESIS_FLINK_VERSION=1.16. Each pair has caches of its own, so both can be installed
+# side by side; only the selected one is fetched.
 #
 # Environment:
 #   BEAMKINESIS_CACHE  the cache root (default ${XDG_CACHE_HOME:-~/.cache}/beamkinesis)
+#   BEAMKINESIS_FLINK_VERSION  the Flink pair: 1.19 (default) or 1.16
 # Maven keeps what it resolves in its own local repository (~/.m2), also outside the repo.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=${BEAMKINESIS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/beamkinesis}
 mkdir -p "$cache"
+# FLINK_VERSION, FLINK_MINOR, FLINK_KINESIS_VERSION: the selected Flink pair.
+# shellcheck source=../flink/versions.sh
+. "$repo/testing/flink/versions.sh"
 
 log() { echo "deps.sh: $*" >&2; }
 die() { echo "deps.sh: $*" >&2; exit 1; }
@@ -105,9 +114,13 @@ kcl_deps() {
   echo "BEAMKINESIS_KCL35=$cache/kcl-3.5"
 }
 
+# flinkkinesis_deps builds the anchor for the selected pair's Flink release, into a directory
+# of that release (testing/bench looks there by $BEAMKINESIS_FLINK_CLUSTER_VERSION).
 flinkkinesis_deps() {
-  maven_build "$repo/testing/anchors/flink-kinesis" "$cache/flink-kinesis" flinkkinesis.build.dir flink-kinesis-anchor.jar
-  echo "BEAMKINESIS_FLINK_KINESIS_JAR=$cache/flink-kinesis/flink-kinesis-anchor.jar"
+  local out=$cache/flink-kinesis-$FLINK_VERSION
+  maven_build "$repo/testing/anchors/flink-kinesis" "$out" flinkkinesis.build.dir flink-kinesis-anchor.jar \
+    "-Dflink.version=$FLINK_VERSION" "-Dflink.kinesis.version=$FLINK_KINESIS_VERSION"
+  echo "BEAMKINESIS_FLINK_KINESIS_JAR=$out/flink-kinesis-anchor.jar"
 }
 
 # all_deps installs every component in three lanes at once, which mostly wait on the

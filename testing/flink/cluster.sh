@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# cluster.sh fetches, starts and stops a standalone Flink 1.16 session cluster on loopback:
-# one JobManager and two TaskManagers, each its own JVM, from the jars of PyPI's
-# apache-flink-libraries (pinned below). The e2e tests of this directory run their pipelines
-# on it through Beam's Flink job server (flink.sh starts both).
+# cluster.sh fetches, starts and stops a standalone Flink session cluster on loopback: one
+# JobManager and two TaskManagers, each its own JVM, from the jars of PyPI's
+# apache-flink-libraries. The release is one of the pairs of versions.sh: Flink 1.19.3 by
+# default, 1.16.3 with BEAMKINESIS_FLINK_VERSION=1.16. The e2e tests of this directory run
+# their pipelines on it through Beam's Flink job server (flink.sh starts both).
 #
 #   testing/flink/cluster.sh fetch        # download and unpack the Flink jars into the cache
 #   testing/flink/cluster.sh start        # write a config into the state directory, start the
 #                                         # JobManager and the TaskManagers, wait until the
 #                                         # REST API lists both TaskManagers, and print
 #                                         # BEAMKINESIS_FLINK_REST=http://127.0.0.1:<port>,
-#                                         # BEAMKINESIS_FLINK_MASTER=localhost:<port> and
-#                                         # BEAMKINESIS_FLINK_CLUSTER_STATE=<state directory>
+#                                         # BEAMKINESIS_FLINK_MASTER=localhost:<port>,
+#                                         # BEAMKINESIS_FLINK_CLUSTER_STATE=<state directory> and
+#                                         # BEAMKINESIS_FLINK_CLUSTER_VERSION=<Flink release>
 #   testing/flink/cluster.sh stop         # stop the TaskManagers, then the JobManager
 #   testing/flink/cluster.sh kill-tm N    # kill -9 TaskManager N (1 or 2)
 #   testing/flink/cluster.sh start-tm N   # start TaskManager N again; wait until it registers
@@ -20,10 +22,14 @@
 #                                         # the config (and ports) of the last start
 #   testing/flink/cluster.sh status       # the REST API's cluster overview and TaskManagers
 #
+# Every verb but fetch and start acts on the Flink release the state directory's cluster
+# was started with, whatever BEAMKINESIS_FLINK_VERSION says now.
+#
 # Environment:
+#   BEAMKINESIS_FLINK_VERSION        the pair of versions.sh: 1.19 (default) or 1.16
 #   BEAMKINESIS_CACHE                the cache root (default ${XDG_CACHE_HOME:-~/.cache}/beamkinesis);
-#                                    the jars go to <root>/flink-1.16.3
-#   BEAMKINESIS_FLINK_SDIST          an already downloaded apache-flink-libraries-1.16.3.tar.gz
+#                                    the jars go to <root>/flink-<release>
+#   BEAMKINESIS_FLINK_SDIST          an already downloaded apache-flink-libraries-<release>.tar.gz
 #                                    to unpack instead of downloading it (checked against
 #                                    the pinned sha256)
 #   BEAMKINESIS_FLINK_CLUSTER_STATE  the config, logs, pids, checkpoints and savepoints
@@ -34,17 +40,21 @@
 # Logs stay in <state>/log after stop, so a failed CI run can show them; every failure
 # prints their paths.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 
-# The one place the Flink release is pinned. Flink's Maven artifacts hold no distribution
-# (flink-dist is not served), but PyFlink's sdist on PyPI carries the distribution's lib/
-# jars under deps/lib and the launch scripts' helper under deps/bin.
-FLINK_VERSION=1.16.3
-SDIST=apache-flink-libraries-$FLINK_VERSION.tar.gz
-SDIST_SHA256=d15df4185e9c507836b031879b64e18f68955dd7e90cd7d39b450513ed64ebbe
+# Flink's Maven artifacts hold no distribution (flink-dist is not served), but PyFlink's
+# sdist on PyPI carries the distribution's lib/ jars under deps/lib and the launch scripts'
+# helper under deps/bin. versions.sh pins the release and the sdist's hash.
+# shellcheck source=versions.sh
+. "$here/versions.sh"
 TASKMANAGERS=2
 
-cache=${BEAMKINESIS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/beamkinesis}/flink-$FLINK_VERSION
 state=${BEAMKINESIS_FLINK_CLUSTER_STATE:-${TMPDIR:-/tmp}/beamkinesis-flink-cluster}
+if [ "${1:-}" != fetch ] && [ "${1:-}" != start ] && [ -f "$state/flink-version" ]; then
+  flink_pair "$(cat "$state/flink-version")"
+fi
+SDIST=apache-flink-libraries-$FLINK_VERSION.tar.gz
+cache=${BEAMKINESIS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/beamkinesis}/flink-$FLINK_VERSION
 timeout=${BEAMKINESIS_FLINK_START_TIMEOUT:-120}
 
 log() { echo "cluster.sh: $*" >&2; }
@@ -80,15 +90,15 @@ fetch() {
     [ -f "$sdist" ] || die "BEAMKINESIS_FLINK_SDIST=$sdist does not exist"
   else
     command -v python3 >/dev/null || die "python3 is not installed; its pip downloads Flink's jars from PyPI"
-    log "downloading $SDIST (~240 MB) from PyPI"
+    log "downloading $SDIST (~230 MB) from PyPI"
     # --require-hashes makes pip check the archive against the pinned hash.
-    echo "apache-flink-libraries==$FLINK_VERSION --hash=sha256:$SDIST_SHA256" >"$tmp/requirements.txt"
+    echo "apache-flink-libraries==$FLINK_VERSION --hash=sha256:$FLINK_SDIST_SHA256" >"$tmp/requirements.txt"
     python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
       --require-hashes -r "$tmp/requirements.txt" -d "$tmp" >&2 \
       || die "could not download apache-flink-libraries==$FLINK_VERSION from PyPI"
     sdist=$tmp/$SDIST
   fi
-  echo "$SDIST_SHA256  $sdist" | sha256sum -c --quiet - >&2 || die "$sdist does not have the pinned sha256 $SDIST_SHA256"
+  echo "$FLINK_SDIST_SHA256  $sdist" | sha256sum -c --quiet - >&2 || die "$sdist does not have the pinned sha256 $FLINK_SDIST_SHA256"
   rm -rf "$cache"
   mkdir -p "$cache"
   tar -xzf "$sdist" -C "$cache" --strip-components=2 \
@@ -138,12 +148,23 @@ resource_params() {
   grep '^BASH_JAVA_UTILS_EXEC_RESULT:' <<<"$out" | sed 's/^BASH_JAVA_UTILS_EXEC_RESULT://'
 }
 
+# write_config writes the cluster's config, under the name its release reads
+# (FLINK_CONFIG_FILE; Flink 1.19 would fall back to flink-conf.yaml only without config.yaml),
+# with the key names of that release: Flink 1.17 renamed state.backend and restart-strategy
+# to state.backend.type and restart-strategy.type.
 write_config() {
-  local rest_port rpc_port
+  local rest_port rpc_port backend_key restart_key
   rest_port=$(free_port); rpc_port=$(free_port)
   mkdir -p "$state/conf" "$state/log" "$state/checkpoints" "$state/savepoints"
   echo "$rest_port" >"$state/rest-port"
-  cat >"$state/conf/flink-conf.yaml" <<CONF
+  echo "$FLINK_VERSION" >"$state/flink-version"
+  rm -f "$state/conf/config.yaml" "$state/conf/flink-conf.yaml"
+  if [ "$FLINK_MINOR" = 1.16 ]; then
+    backend_key=state.backend restart_key=restart-strategy
+  else
+    backend_key=state.backend.type restart_key=restart-strategy.type
+  fi
+  cat >"$state/conf/$FLINK_CONFIG_FILE" <<CONF
 jobmanager.rpc.address: localhost
 jobmanager.rpc.port: $rpc_port
 jobmanager.bind-host: 127.0.0.1
@@ -162,12 +183,12 @@ taskmanager.memory.network.min: 64m
 taskmanager.memory.network.max: 64m
 taskmanager.numberOfTaskSlots: 4
 parallelism.default: 1
-state.backend: hashmap
+$backend_key: hashmap
 state.checkpoints.dir: file://$state/checkpoints
 state.savepoints.dir: file://$state/savepoints
 execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION
 state.checkpoints.num-retained: 3
-restart-strategy: fixed-delay
+$restart_key: fixed-delay
 restart-strategy.fixed-delay.attempts: 20
 restart-strategy.fixed-delay.delay: 1 s
 heartbeat.interval: 2000
@@ -229,7 +250,8 @@ await_tm() {
   local n=$1 id deadline
   id=$(cat "$state/tm-$n.id")
   deadline=$((SECONDS + timeout))
-  until registered | grep -qx "$id"; do
+  # grep reads the whole list (no -q), so that the lister never writes into a closed pipe.
+  until registered | grep -x "$id" >/dev/null; do
     running "tm-$n" || fail "$state/log/tm-$n.log" "TaskManager $n exited before it registered"
     [ "$SECONDS" -lt "$deadline" ] || fail "$state/log/tm-$n.log" "TaskManager $n did not register within ${timeout}s"
     sleep 0.2 # poll interval of the deadline loop above
@@ -253,7 +275,7 @@ start() {
     [ "$SECONDS" -lt "$deadline" ] || { stop >&2; fail "$state/log/jobmanager.log" "the JobManager's REST API did not answer within ${timeout}s"; }
     sleep 0.2 # poll interval of the deadline loop above
   done
-  log "JobManager up after $((SECONDS - started))s"
+  log "Flink $FLINK_VERSION: JobManager up after $((SECONDS - started))s"
   # The TaskManagers start side by side; they need only the JobManager's address.
   for n in $(seq "$TASKMANAGERS"); do
     launch_tm "$n"
@@ -265,6 +287,7 @@ start() {
   echo "BEAMKINESIS_FLINK_REST=http://127.0.0.1:$(cat "$state/rest-port")"
   echo "BEAMKINESIS_FLINK_MASTER=localhost:$(cat "$state/rest-port")"
   echo "BEAMKINESIS_FLINK_CLUSTER_STATE=$state"
+  echo "BEAMKINESIS_FLINK_CLUSTER_VERSION=$FLINK_VERSION"
 }
 
 # stop_process stops process $1 (jobmanager or tm-N): TERM to its process group, KILL
@@ -328,7 +351,7 @@ kill_all() {
 # start_all starts the JobManager and every TaskManager again with the config the last
 # start wrote, so the REST and RPC ports stay those the job server submits to.
 start_all() {
-  [ -f "$state/conf/flink-conf.yaml" ] || die "no cluster config in $state; run start first"
+  [ -f "$state/conf/$FLINK_CONFIG_FILE" ] || die "no cluster config in $state; run start first"
   running jobmanager && die "the JobManager is running (pid $(cat "$state/jobmanager.pid"))"
   local started=$SECONDS deadline n
   launch jobmanager org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint \

@@ -9,10 +9,13 @@
 //
 // The scripts of this directory provide the runner:
 //
-//   - cluster.sh fetches Flink 1.16.3's jars from PyPI (apache-flink-libraries) into the
+//   - versions.sh pins two pairs: Flink 1.19.3 with Beam 2.62.0's Flink 1.19 runner (the
+//     default) and Flink 1.16.3 with Beam 2.56.0's Flink 1.16 runner
+//     (BEAMKINESIS_FLINK_VERSION=1.16). The scripts below use the selected pair.
+//   - cluster.sh fetches the Flink release's jars from PyPI (apache-flink-libraries) into the
 //     cache and starts a standalone session cluster on loopback: one JobManager and two
 //     TaskManagers as separate JVMs; kill-tm and start-tm kill and replace a TaskManager.
-//   - jobserver.sh fetches Beam 2.56.0's Flink 1.16 runner from Maven and starts its job
+//   - jobserver.sh fetches the pair's Beam Flink runner from Maven and starts its job
 //     server, on a cluster (BEAMKINESIS_FLINK_MASTER=host:port) or in-JVM ([local]).
 //   - flink.sh starts both, the job server pointed at the cluster, and prints the
 //     environment the tests read (BEAMKINESIS_FLINK_ENDPOINT, BEAMKINESIS_FLINK_REST,

@@ -15,6 +15,8 @@
 #                                      # that run Beam Java's own coders
 #
 # Environment:
+#   BEAMKINESIS_FLINK_VERSION        the pair of versions.sh: 1.19 (default, Beam 2.62.0's
+#                                    runner) or 1.16 (Beam 2.56.0's)
 #   BEAMKINESIS_FLINK_JOBSERVER_JAR  run this shaded job server jar (java -jar) instead of
 #                                    the runner resolved from Maven
 #   BEAMKINESIS_FLINK_MASTER         --flink-master (default [local]: an in-JVM cluster;
@@ -27,18 +29,17 @@
 #   BEAMKINESIS_FLINK_JAVA_OPTS      JVM heap and other options (default -Xmx1g)
 set -euo pipefail
 
-# The one place the job server's version is pinned: the Beam release of the Flink runner
-# and the Flink minor release it is built for.
-#
 # Beam publishes the job server as a shaded jar, org.apache.beam:beam-runners-flink-<minor>-job-server,
 # whose main class is FlinkJobServerDriver of the runner org.apache.beam:beam-runners-flink-<minor>.
 # The Maven registry this project's machines reach serves none of the shaded jars tried
 # (Beam 2.25.0 to 2.77.0, Flink 1.10 to 2.0), but it serves the runner and its dependencies
-# for Beam 2.56.0 / Flink 1.16, the newest pair found (2.57.0 and later refused). So by default this script resolves the
+# for the pairs of versions.sh: Beam 2.62.0 for Flink 1.19 (the default) and Beam 2.56.0
+# for Flink 1.16 (BEAMKINESIS_FLINK_VERSION=1.16). So by default this script resolves the
 # runner's classpath with Maven and runs the driver from it, which is what the shaded jar
 # packs. BEAMKINESIS_FLINK_JOBSERVER_JAR runs a shaded jar instead.
-BEAM_VERSION=2.56.0
-FLINK_MINOR=1.16
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.sh
+. "$here/versions.sh"
 
 main_class=org.apache.beam.runners.flink.FlinkJobServerDriver
 state=${BEAMKINESIS_FLINK_STATE:-${TMPDIR:-/tmp}/beamkinesis-flink}
