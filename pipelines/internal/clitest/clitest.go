@@ -109,9 +109,10 @@ func Env(t testing.TB, set ...string) []string {
 // Run runs the command of the test's package with args in env, for at most timeout.
 func Run(t testing.TB, env []string, timeout time.Duration, args ...string) Result {
 	t.Helper()
+	bin := Binary(t) // the build's time is not the run's
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, Binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
 	cmd.Dir = t.TempDir()
 	var stdout, stderr bytes.Buffer
