@@ -78,7 +78,20 @@
 // already trimmed fails the read (the default) or, with [WithSkipOnDataLoss], continues from
 // the oldest retained record; a closed shard past retention is ended under the same rule, as
 // the KCL does. A deleted stream or a deregistered enhanced fan-out consumer fails the read
-// with an error that says which.
+// with an error that says which. A [Read] that has not once listed its stream's shards since
+// it started is not riding out an outage but most likely pointed at the wrong endpoint or
+// region: after [WithStartupTimeout] (3 minutes; 0 rides out from the start) of failed
+// listings it fails with [ErrNeverReached], naming the endpoint and the last error.
+//
+// # Errors
+//
+// The errors a read or a write fails with name the stream, shard or table and the fix, and
+// match their kind with errors.Is: [ErrStreamNotFound], [ErrNoCredentials],
+// [ErrAccessDenied], [ErrConsumerLimit], [ErrLeaseHeld], [ErrDataLoss] and [ErrNeverReached];
+// the AWS SDK's error stays in the chain for errors.As. A runner that runs the pipeline out
+// of the launching process (Prism, Flink, Dataflow) returns a failed job's error as text, so
+// match the kinds where kinesisio's calls run in your process (a DoFn's tests, a check before
+// the launch) and print the text of a job's failure: its last DoFn error is the cause.
 //
 // # Starting positions
 //

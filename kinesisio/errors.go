@@ -47,7 +47,7 @@ var (
 
 	// ErrDataLoss is the error of a read whose position was trimmed by the stream's
 	// retention before it was read, or whose shard expired before the read reached its end:
-	// records may have been lost. WithFailOnDataLoss(false) goes on instead.
+	// records may have been lost. WithSkipOnDataLoss goes on instead.
 	ErrDataLoss = errkind.DataLoss
 
 	// ErrNeverReached is the error of a Read that could not once list its stream's shards

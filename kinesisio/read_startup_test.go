@@ -122,6 +122,10 @@ func TestWithStartupTimeoutRefusesANegativeBound(t *testing.T) {
 	if !strings.Contains(msg, "WithStartupTimeout") || !strings.Contains(msg, "must not be negative") {
 		t.Errorf("panic %q does not name the option and the rule", msg)
 	}
+	msg = mustPanic(t, func() { ReadBounded(beam.NewPipeline().Root(), "s", WithStartupTimeout(time.Minute)) })
+	if !strings.Contains(msg, "WithStartupTimeout") || !strings.Contains(msg, "ReadBounded lists the shards once") {
+		t.Errorf("ReadBounded with WithStartupTimeout: panic %q; want the option refused as doing nothing there", msg)
+	}
 	if got := buildConfig(targetRead, []ReadOption(nil)).read.startupTimeout; got != 3*time.Minute {
 		t.Errorf("default startup timeout %v; want 3m", got)
 	}

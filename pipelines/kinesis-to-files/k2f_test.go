@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/clitest"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/javacoder"
@@ -35,7 +36,9 @@ import (
 
 // TestMain runs the pipelines on Prism, ptest's default runner.
 func TestMain(m *testing.M) {
-	ptest.Main(m)
+	code := ptest.MainRet(m)
+	clitest.Cleanup() // the command firstminute_test.go built
+	os.Exit(code)
 }
 
 func parse(t *testing.T, args ...string) config {

@@ -31,7 +31,7 @@ import (
 )
 
 func main() {
-	pipeflags.Main("kinesis-to-files", (*config).register, run)
+	pipeflags.Main("kinesis-to-files", (*config).register, config.preflight, run)
 }
 
 // run builds the pipeline cfg describes, prints the paths of the files it writes and runs

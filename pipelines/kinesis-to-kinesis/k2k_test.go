@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/clitest"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/report"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
@@ -26,7 +28,9 @@ func init() {
 
 // TestMain runs the pipelines on Prism, ptest's default runner.
 func TestMain(m *testing.M) {
-	ptest.Main(m)
+	code := ptest.MainRet(m)
+	clitest.Cleanup() // the command firstminute_test.go built
+	os.Exit(code)
 }
 
 // failureString renders what a test asserts about a failed message.

@@ -30,7 +30,7 @@ import (
 )
 
 func main() {
-	pipeflags.Main("kinesis-to-kinesis", (*config).register, run)
+	pipeflags.Main("kinesis-to-kinesis", (*config).register, config.preflight, run)
 }
 
 // run builds the pipeline cfg describes and runs it on the runner Beam's flags select.

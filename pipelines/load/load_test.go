@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -13,13 +14,16 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/clitest"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // TestMain runs the pipelines on Prism, ptest's default runner.
 func TestMain(m *testing.M) {
-	ptest.Main(m)
+	code := ptest.MainRet(m)
+	clitest.Cleanup() // the command firstminute_test.go built
+	os.Exit(code)
 }
 
 func parse(t *testing.T, args ...string) config {

@@ -18,5 +18,5 @@ package main
 import "github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 
 func main() {
-	pipeflags.Main("load", (*config).register, run)
+	pipeflags.Main("load", (*config).register, config.preflight, run)
 }

@@ -30,7 +30,7 @@ import (
 )
 
 func main() {
-	pipeflags.Main("wordcount", (*config).register, run)
+	pipeflags.Main("wordcount", (*config).register, config.preflight, run)
 }
 
 // run builds the pipeline cfg describes, prints its tables and runs it on the runner

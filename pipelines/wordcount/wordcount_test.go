@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/clitest"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/prismtest"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
@@ -21,7 +22,9 @@ import (
 
 // TestMain runs the pipelines on Prism, ptest's default runner.
 func TestMain(m *testing.M) {
-	ptest.Main(m)
+	code := ptest.MainRet(m)
+	clitest.Cleanup() // the command firstminute_test.go built
+	os.Exit(code)
 }
 
 // parse reads a wordcount command line.

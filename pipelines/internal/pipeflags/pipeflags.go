@@ -115,6 +115,9 @@ type Source struct {
 	MaxReadTime time.Duration
 	// Window is the size of the fixed event-time windows of a streaming pipeline.
 	Window time.Duration
+	// StartupTimeout bounds how long a streaming read that has never reached Kinesis keeps
+	// trying (kinesisio.WithStartupTimeout); 0 rides out without a bound.
+	StartupTimeout time.Duration
 	// Table is the KCL-compatible DynamoDB table that keeps each shard's position
 	// (kinesisio.WithCheckpointTable); empty keeps none.
 	Table Checkpoints
@@ -168,22 +171,26 @@ func (c Checkpoints) options() ([]kinesisio.ReadOption, error) {
 	return opts, nil
 }
 
-// Register defines --starting_position, --bounded, --max_read_time, --window and the
-// checkpoint table's flags on fs.
+// Register defines --starting_position, --bounded, --max_read_time, --window,
+// --startup_timeout and the checkpoint table's flags on fs.
 func (s *Source) Register(fs *flag.FlagSet, defaultWindow time.Duration) {
 	fs.StringVar(&s.StartingPosition, "starting_position", "", "where to start reading: latest, trim_horizon, earliest, \"AT_TIMESTAMP <RFC 3339 time>\" or a JSON map of shard positions (default trim_horizon when bounded or with the embedded server, latest otherwise)")
 	fs.Var(&s.Bounded, "bounded", "read what the stream holds now and stop (a batch job); --bounded=false reads forever in fixed windows (default true with the embedded server, false otherwise)")
 	fs.DurationVar(&s.MaxReadTime, "max_read_time", 0, "end a streaming read after the records that arrived within this time of its start (0: never)")
 	fs.DurationVar(&s.Window, "window", defaultWindow, "size of the fixed event-time (arrival-time) windows")
+	fs.DurationVar(&s.StartupTimeout, "startup_timeout", DefaultStartupTimeout, "a streaming read that has not once listed the stream's shards within this time of its start fails, naming the endpoint and the error (a wrong endpoint or region); once it has, it rides out outages (0: rides out from the start)")
 	s.Table.register(fs)
 }
+
+// DefaultStartupTimeout is --startup_timeout's default, kinesisio.WithStartupTimeout's.
+const DefaultStartupTimeout = 3 * time.Minute
 
 // EmbeddedMaxReadTime ends a streaming read of the embedded server, which receives no new
 // records, unless --max_read_time says otherwise, so that the demo ends.
 const EmbeddedMaxReadTime = 5 * time.Second
 
 // Resolve returns whether the read is bounded and its read options (starting position,
-// maximum read time and checkpoint table).
+// maximum read time, the startup bound of a streaming read, and checkpoint table).
 //
 // Against the embedded server (embedded true) a read is bounded unless --bounded=false,
 // starts at the trim horizon, and a streaming read ends after EmbeddedMaxReadTime. Against
@@ -214,6 +221,9 @@ func (s Source) Resolve(embedded bool) (bounded bool, opts []kinesisio.ReadOptio
 	if maxReadTime > 0 {
 		opts = append(opts, kinesisio.WithMaxReadTime(maxReadTime))
 	}
+	if !bounded {
+		opts = append(opts, kinesisio.WithStartupTimeout(s.StartupTimeout))
+	}
 	table, err := s.Table.options()
 	if err != nil {
 		return false, nil, err
@@ -228,6 +238,9 @@ func (s Source) Validate() error {
 	}
 	if s.MaxReadTime < 0 {
 		return fmt.Errorf("--max_read_time=%v must not be negative", s.MaxReadTime)
+	}
+	if s.StartupTimeout < 0 {
+		return fmt.Errorf("--startup_timeout=%v must not be negative (0 rides out without a bound)", s.StartupTimeout)
 	}
 	return nil
 }

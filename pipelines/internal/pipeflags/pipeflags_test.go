@@ -28,13 +28,13 @@ func TestResolveDefaultsDependOnTheEmbeddedServer(t *testing.T) {
 		args        []string
 		embedded    bool
 		wantBounded bool
-		wantOpts    int // starting position (+ max read time)
+		wantOpts    int // starting position (+ max read time) (+ startup timeout, when streaming)
 	}{
 		{nil, true, true, 1},
-		{[]string{"--bounded=false"}, true, false, 2}, // EmbeddedMaxReadTime ends the demo
-		{nil, false, false, 1},
+		{[]string{"--bounded=false"}, true, false, 3}, // EmbeddedMaxReadTime ends the demo
+		{nil, false, false, 2},
 		{[]string{"--bounded"}, false, true, 1},
-		{[]string{"--max_read_time=1m"}, false, false, 2},
+		{[]string{"--max_read_time=1m"}, false, false, 3},
 	} {
 		_, s, err := parse(t, tc.args...)
 		if err != nil {
@@ -78,7 +78,7 @@ func TestBoundedTakesItsDefaultOnlyWhenNotGiven(t *testing.T) {
 func TestFlagsBecomeValidOptions(t *testing.T) {
 	k, s, err := parse(t, "--aws_credentials_from_env", "--kinesis_region=eu-west-1", "--kinesis_endpoint=https://kinesis.example.com",
 		"--aws_profile=dev", "--role_arn=arn:aws:iam::123456789012:role/reader", "--role_session_name=wc",
-		"--starting_position=trim_horizon", "--max_read_time=30s", "--window=10s")
+		"--starting_position=trim_horizon", "--max_read_time=30s", "--window=10s", "--startup_timeout=1m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +95,16 @@ func TestFlagsBecomeValidOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := ReadOptions(client, read...)
-	if len(opts) != 8 {
-		t.Errorf("got %d options, want 8 (keys, token, region, endpoint, profile, role, start, max read time)", len(opts))
+	if len(opts) != 9 {
+		t.Errorf("got %d options, want 9 (keys, token, region, endpoint, profile, role, start, max read time, startup timeout)", len(opts))
+	}
+	s.Bounded.SetBool(true)
+	_, boundedRead, err := s.Resolve(false)
+	if err != nil {
+		t.Fatal(err)
 	}
 	_, scope := beam.NewPipelineWithRoot()
-	kinesisio.ReadBounded(scope, "orders", opts...)
+	kinesisio.ReadBounded(scope, "orders", ReadOptions(client, boundedRead...)...)
 	kinesisio.Read(scope, "orders", opts...)
 	kinesisio.Write(scope, "orders", beam.Create(scope, kinesisio.Message{PartitionKey: "k"}), WriteOptions(client, kinesisio.WithoutAggregation())...)
 	if s.Window != 10*time.Second {
@@ -179,12 +184,12 @@ func TestS3ConfigTakesTheKinesisCredentialsAndRegion(t *testing.T) {
 func TestCheckpointTableFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args     []string
-		wantOpts int // starting position + the table's options
+		wantOpts int // starting position, startup timeout (a streaming read) + the table's options
 		wantErr  string
 	}{
-		{nil, 1, ""},
-		{[]string{"--checkpoint_table=positions"}, 2, ""},
-		{[]string{"--checkpoint_table=positions", "--checkpoint_table_endpoint=http://127.0.0.1:8000", "--checkpoint_takeover", "--checkpoint_lease_duration=2s"}, 5, ""},
+		{nil, 2, ""},
+		{[]string{"--checkpoint_table=positions"}, 3, ""},
+		{[]string{"--checkpoint_table=positions", "--checkpoint_table_endpoint=http://127.0.0.1:8000", "--checkpoint_takeover", "--checkpoint_lease_duration=2s"}, 6, ""},
 		{[]string{"--checkpoint_table_endpoint=http://127.0.0.1:8000"}, 0, "need --checkpoint_table"},
 		{[]string{"--checkpoint_takeover"}, 0, "need --checkpoint_table"},
 		{[]string{"--checkpoint_lease_duration=2s"}, 0, "need --checkpoint_table"},
