@@ -123,12 +123,12 @@ func TestFlagsResolveARealStream(t *testing.T) {
 	for _, tc := range []struct {
 		args        []string
 		wantBounded bool
-		wantOpts    int // client options + starting position (+ max read time)
+		wantOpts    int // client options + starting position (+ max read time) (+ the startup timeout of a streaming read)
 	}{
-		{[]string{"--stream=orders", "--kinesis_region=eu-west-1"}, false, 2},
+		{[]string{"--stream=orders", "--kinesis_region=eu-west-1"}, false, 3},
 		{[]string{"--stream=orders", "--kinesis_region=eu-west-1", "--bounded"}, true, 2},
 		{[]string{"--stream=orders", "--kinesis_endpoint=http://127.0.0.1:4567", "--kinesis_region=us-east-1", "--aws_profile=dev",
-			"--role_arn=arn:aws:iam::123456789012:role/reader", "--starting_position=AT_TIMESTAMP 2026-11-30T00:00:00Z", "--max_read_time=1m"}, false, 6},
+			"--role_arn=arn:aws:iam::123456789012:role/reader", "--starting_position=AT_TIMESTAMP 2026-11-30T00:00:00Z", "--max_read_time=1m"}, false, 7},
 	} {
 		j, err := prepare(context.Background(), parse(t, tc.args...), environment{})
 		if err != nil {
