@@ -278,10 +278,17 @@ func (fn *queueAckFn) ProcessElement(_ context.Context, tok queueToken) error {
 func (fn *queueAckFn) FinishBundle(ctx context.Context) error {
 	entries := fn.pending
 	fn.pending = nil
+	return settleQueue(ctx, fn.Spec, entries)
+}
+
+// settleQueue acknowledges entries (discards or restores them, for a dead-letter read) and
+// reports what it did: the acknowledgements are counted by the step that made them, exactly
+// once, and never by the receiver slots that share the worker's Settler.
+func settleQueue(ctx context.Context, spec queueSpec, entries []queue.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	settler, holder, err := pools.settlerFor(ctx, fn.Spec)
+	settler, holder, err := pools.settlerFor(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -289,19 +296,27 @@ func (fn *queueAckFn) FinishBundle(ctx context.Context) error {
 	for i, e := range entries {
 		handles[i] = e.Handle
 	}
-	var lost []string
-	if fn.Spec.DeadLetter && fn.Spec.Restore {
-		lost, err = settler.Restore(ctx, entries)
+	var done queue.Settled
+	if spec.DeadLetter && spec.Restore {
+		done, err = settler.Restore(ctx, entries)
 	} else {
-		lost, err = settler.Ack(ctx, entries)
+		done, err = settler.Ack(ctx, entries)
 	}
-	reportQueue(ctx, settler.TakeStats())
+	reportQueue(ctx, done.Stats)
 	if err != nil {
-		return fmt.Errorf("kinesisio.ReadQueue: settling %d records: %w", len(entries), err)
+		return fmt.Errorf("%s: settling %d records: %w", spec.transform(), len(entries), err)
 	}
 	holder.Drop(handles)
-	if len(lost) > 0 {
-		log.Debugf(ctx, "kinesisio.ReadQueue: %d of %d handles could not be settled; their records will be delivered again", len(lost), len(entries))
+	if len(done.Lost) > 0 {
+		log.Debugf(ctx, "%s: %d of %d handles could not be settled; their records will be delivered again", spec.transform(), len(done.Lost), len(entries))
 	}
 	return nil
+}
+
+// transform names the read, for errors and logs.
+func (s queueSpec) transform() string {
+	if s.DeadLetter {
+		return targetQueueDeadLetters.String()
+	}
+	return targetQueue.String()
 }

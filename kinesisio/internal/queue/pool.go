@@ -94,8 +94,8 @@ func (p *Pool) Settler() *Settler { return p.settler }
 // Holder is the pool's Holder.
 func (p *Pool) Holder() *Holder { return p.holder }
 
-// TakeStats returns what the pool (its receivers, extensions and settles) did since the
-// last call.
+// TakeStats returns what the pool's receivers and extensions did since the last call (the
+// acknowledgements and restores of its Settler are counted by their callers: Settled).
 func (p *Pool) TakeStats() Stats { return p.settler.TakeStats() }
 
 // Buffered is how many received records wait to be taken.
@@ -232,7 +232,7 @@ func (p *Pool) receive(ctx context.Context) {
 				p.mu.Unlock()
 				attempt = max(attempt, 4)
 			}
-			p.settler.countRetry(class)
+			p.settler.stats.update(func(s *Stats) { s.retry(class) })
 			_ = backoff.Sleep(ctx, p.cfg.Policy.Delay(attempt, class))
 			attempt++
 			continue
