@@ -47,11 +47,15 @@ func buildQueueRead(s beam.Scope, t target, queueARN string, opts []QueueOption)
 	}
 	s = s.Scope(name)
 	slots := beam.Reshuffle(s, beam.ParDo(s, &queueSlotsFn{Slots: q.slots}, beam.Impulse(s)))
+	if cfg.source.commit != nil {
+		spec.AfterCheck = afterCheck{transform: name, pending: true}
+	}
 	read := &queueReadFn{Spec: spec}
 	recs, tokens := beam.ParDo2(s, read, slots)
 	if cfg.source.commit != nil {
-		panic(fmt.Sprintf("%s: WithCommitAfterSinks is not supported by the queue read yet; without it each record is acknowledged once the runner committed the bundle that read it", name))
+		cfg.source.commit.fill(name, &heldQueue{tokens: tokens, read: &read.Spec})
+	} else {
+		beam.ParDo0(s, &queueAckFn{Spec: spec}, beam.Reshuffle(s, tokens))
 	}
-	beam.ParDo0(s, &queueAckFn{Spec: spec}, beam.Reshuffle(s, tokens))
 	return recs
 }

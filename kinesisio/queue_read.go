@@ -67,6 +67,9 @@ type queueSpec struct {
 	// the read ends (for tests and backfills).
 	StopWhenIdle time.Duration
 	Deaggregate  bool
+	// AfterCheck refuses to run a read made WithCommitAfterSinks whose Commit.After was not
+	// called.
+	AfterCheck afterCheck
 }
 
 // queueSlotsFn emits the read's receiver slots.
@@ -126,8 +129,11 @@ func (fn *queueReadFn) CreateWatermarkEstimator(ms int64) *watermarkEstimator {
 // WatermarkEstimatorState is the slot's watermark.
 func (fn *queueReadFn) WatermarkEstimatorState(e *watermarkEstimator) int64 { return e.stateMs() }
 
-// Setup checks nothing: the pool is made on first use.
-func (fn *queueReadFn) Setup() { fn.idleSince = map[int64]time.Time{} }
+// Setup refuses a read whose Commit.After was not called; the pool is made on first use.
+func (fn *queueReadFn) Setup() error {
+	fn.idleSince = map[int64]time.Time{}
+	return fn.Spec.AfterCheck.err()
+}
 
 // ProcessElement emits what the worker's pool received, up to the call's bounds, with the
 // token of its receipt handles, and checkpoints.
@@ -137,7 +143,9 @@ func (fn *queueReadFn) Setup() { fn.idleSince = map[int64]time.Time{} }
 // advanced to the call's start, never makes a record late, a redelivered one included.
 func (fn *queueReadFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, slot int64, emit func(beam.EventTime, QueueRecord), emitToken func(beam.EventTime, queueToken)) (sdf.ProcessContinuation, error) {
 	if fn.idleSince == nil {
-		fn.idleSince = map[int64]time.Time{}
+		if err := fn.Setup(); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	pos := rt.GetRestriction().(offsetrange.Restriction).Start
@@ -262,13 +270,7 @@ type queueAckFn struct {
 
 // ProcessElement adds tok's handles to the bundle's.
 func (fn *queueAckFn) ProcessElement(_ context.Context, tok queueToken) error {
-	for i, h := range tok.Handles {
-		e := queue.Entry{Handle: h}
-		if i < len(tok.ReceivedMs) {
-			e.Received = time.UnixMilli(tok.ReceivedMs[i])
-		}
-		fn.pending = append(fn.pending, e)
-	}
+	fn.pending = append(fn.pending, tok.entries()...)
 	return nil
 }
 

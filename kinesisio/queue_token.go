@@ -2,10 +2,12 @@ package kinesisio
 
 import (
 	"reflect"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/queue"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/wire"
 )
 
@@ -24,6 +26,18 @@ type queueToken struct {
 	Handles    []string
 	ReceivedMs []int64
 	MaxEventMs int64
+}
+
+// entries are the token's records as the Settler takes them.
+func (t queueToken) entries() []queue.Entry {
+	out := make([]queue.Entry, len(t.Handles))
+	for i, h := range t.Handles {
+		out[i] = queue.Entry{Handle: h}
+		if i < len(t.ReceivedMs) {
+			out[i].Received = time.UnixMilli(t.ReceivedMs[i])
+		}
+	}
+	return out
 }
 
 const queueTokenV1 = 1
