@@ -161,6 +161,8 @@ var (
 	queueRestores   = beam.NewCounter(queueNamespace, "restores")
 	queueFailedAcks = beam.NewCounter(queueNamespace, "failed_acks")
 	queueStale      = beam.NewCounter(queueNamespace, "stale_handles")
+	// queueDuplicates counts deliveries dropped by WithQueueDeduplication.
+	queueDuplicates = beam.NewCounter(queueNamespace, "duplicates")
 	// queueInFlight is how many records the worker's pool holds in flight.
 	queueInFlight = beam.NewGauge(queueNamespace, "in_flight")
 	// queueAckLagMs is, per acknowledged (or restored) record, the time from its receive

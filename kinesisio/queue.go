@@ -57,5 +57,8 @@ func buildQueueRead(s beam.Scope, t target, queueARN string, opts []QueueOption)
 	} else {
 		beam.ParDo0(s, &queueAckFn{Spec: spec}, beam.Reshuffle(s, tokens))
 	}
+	if q.dedup > 0 {
+		return dedupQueue(s, recs, q.dedup)
+	}
 	return recs
 }

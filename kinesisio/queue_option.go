@@ -16,6 +16,9 @@ type queueConfig struct {
 	maxCallTime         time.Duration
 	stopWhenIdle        time.Duration
 	restore             bool
+	// dedup, when positive, is the span of event time within which later deliveries of a
+	// record are dropped (WithQueueDeduplication).
+	dedup time.Duration
 }
 
 func defaultQueueConfig() queueConfig {
@@ -149,6 +152,26 @@ func WithQueueStopWhenIdle(d time.Duration) QueueOption {
 func WithRestoreDeadLetters() QueueOption {
 	return queueOnly{option{name: "WithRestoreDeadLetters", apply: func(c *config) error {
 		c.queue.restore = true
+		return nil
+	}}}
+}
+
+// WithQueueDeduplication drops the deliveries of a record that follow its first within span
+// of event time (receive time). A queue delivers at least once: a record comes back when the
+// worker holding it dies or keeps it past WithQueueProcessingTimeout, when an
+// acknowledgement fails, and, the service says, on rare occasions after its
+// acknowledgement. Every delivery has the same RecordId, which the read keys a stateful step
+// by (with SubIndex for the user records of a KPL aggregate), so the pipeline sees each
+// record once within span, and within one job: a new job, or one restarted without its
+// runner state, starts with none. The state holds the records delivered within one span,
+// and costs a shuffle of every record. Without it, a pipeline must tolerate duplicates
+// (idempotent sinks, or its own deduplication on RecordId).
+func WithQueueDeduplication(span time.Duration) QueueOption {
+	return queueOnly{option{name: "WithQueueDeduplication", apply: func(c *config) error {
+		if span < time.Millisecond {
+			return fmt.Errorf("span %v; give at least a millisecond (10 minutes covers a redelivery after the default processing timeout)", span)
+		}
+		c.queue.dedup = span
 		return nil
 	}}}
 }
