@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -145,5 +148,76 @@ func TestReadQueueStaleHandlesAndDeduplication(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestQueueDeduplicationOption(t *testing.T) {
+	if cfg := buildConfig(targetQueue, []QueueOption{WithQueueDeduplication(time.Minute)}); cfg.queue.dedup != time.Minute {
+		t.Fatalf("dedup span %v, want 1m", cfg.queue.dedup)
+	}
+	if cfg := buildConfig(targetQueue, []QueueOption{}); cfg.queue.dedup != 0 {
+		t.Fatalf("dedup on by default: %v", cfg.queue.dedup)
+	}
+	msg := mustPanic(t, func() { buildConfig(targetQueue, []QueueOption{WithQueueDeduplication(0)}) })
+	for _, w := range []string{"kinesisio.ReadQueue", "WithQueueDeduplication", "span"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("panic %q does not mention %q", msg, w)
+		}
+	}
+}
+
+// The service's rare redelivery of an acknowledged record (the server's fault): the
+// acknowledgement is reported successful, and the record comes back after its visibility
+// timeout. With deduplication the pipeline sees each record once.
+func TestReadQueueDeduplicatesRedeliveriesAfterAcknowledgement(t *testing.T) {
+	srv, err := kinesistest.Start(kinesistest.WithFaults(kinesistest.Faults{
+		QueueRedeliverAfterAckRate: 0.3, Operations: []string{"AcknowledgeQueueRecords"},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.CreateOnDemandStream("s", 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	arn, err := srv.CreateQueue("q", "s", kinesistest.QueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sortedCopy(putQueueRecords(t, srv, "r", 200))
+	p, s := beam.NewPipelineWithRoot()
+	recs := ReadQueue(s, arn, queueConnect(srv, WithQueueVisibility(time.Second),
+		WithQueueDeduplication(10*time.Minute), WithQueueStopWhenIdle(5*time.Second))...)
+	sk := &sink{}
+	sinksMu.Lock()
+	sinks[t.Name()] = sk
+	sinksMu.Unlock()
+	beam.ParDo0(s, &collectQueueFn{Key: t.Name()}, recs)
+	res, err := ptest.RunWithMetrics(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sortedCopy(sk.get()); !slices.Equal(got, want) {
+		t.Fatalf("the pipeline saw %d records, want each of %d once", len(got), len(want))
+	}
+	st, err := srv.QueueStats(arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RedeliveredAfterAck == 0 {
+		t.Fatalf("the fault redelivered nothing: %+v", st)
+	}
+	acked, err := srv.QueueAckedRecordIDs(arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acked) != len(want) {
+		t.Fatalf("%d records acknowledged, want %d", len(acked), len(want))
+	}
+	t.Logf("redelivered after acknowledgement: %d; duplicates dropped (metric): %d", st.RedeliveredAfterAck, queueCounter(res, "duplicates"))
+	// Every redelivery the job received is a duplicate: those of the fault, and any whose
+	// acknowledgement came after its visibility ran out.
+	if n := queueCounter(res, "duplicates"); n == 0 || n > st.Redelivered {
+		t.Fatalf("duplicates metric %d, want 1..%d", n, st.Redelivered)
 	}
 }
