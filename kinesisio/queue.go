@@ -10,8 +10,10 @@ import (
 var queueARNPattern = regexp.MustCompile(`^arn:aws[a-z0-9-]*:kinesis:[a-z0-9-]+:\d{12}:queue/\S+$`)
 
 // ReadQueue reads the Kinesis queue queueARN into an unbounded PCollection<QueueRecord>,
-// and acknowledges each record once the runner has committed the bundle that emitted it,
-// See "Queues" in the package doc for the guarantees.
+// and acknowledges each record once the runner has committed the bundle that emitted it, or,
+// with WithCommitAfterSinks, once the sinks passed to Commit.After wrote its window. Delivery
+// is at least once; WithQueueDeduplication drops redeliveries. See "Queues" in the package
+// doc for the guarantees, the event time and the metrics.
 func ReadQueue(s beam.Scope, queueARN string, opts ...QueueOption) beam.PCollection {
 	return buildQueueRead(s, targetQueue, queueARN, opts)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
@@ -219,5 +220,52 @@ func TestReadQueueDeduplicatesRedeliveriesAfterAcknowledgement(t *testing.T) {
 	// acknowledgement came after its visibility ran out.
 	if n := queueCounter(res, "duplicates"); n == 0 || n > st.Redelivered {
 		t.Fatalf("duplicates metric %d, want 1..%d", n, st.Redelivered)
+	}
+}
+
+// A queue delivers a KPL aggregate whole, as one record with one RecordId: the read splits it
+// into its user records (SubIndex), and deduplication keys on RecordId and SubIndex, so no
+// user record of an aggregate is taken for a duplicate of another.
+func TestReadQueueSplitsAggregatesAndDeduplicatesTheirUserRecords(t *testing.T) {
+	srv, arn, want := queueServer(t, 20, kinesistest.QueueConfig{})
+	in := &kinesis.PutRecordsInput{StreamName: aws.String("s")}
+	for a := range 5 {
+		agg := kpl.NewAggregator(1<<20, 100)
+		for u := range 7 {
+			d := fmt.Sprintf("agg%d-user%d", a, u)
+			want = append(want, d)
+			if err := agg.Add(kpl.UserRecord{PartitionKey: d, Data: []byte(d)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := agg.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := types.PutRecordsRequestEntry{PartitionKey: aws.String(b.PartitionKey), Data: b.Data}
+		if b.ExplicitHashKey != "" {
+			e.ExplicitHashKey = aws.String(b.ExplicitHashKey)
+		}
+		in.Records = append(in.Records, e)
+	}
+	if out, err := srv.Client().PutRecords(context.Background(), in); err != nil || aws.ToInt32(out.FailedRecordCount) != 0 {
+		t.Fatalf("PutRecords: %v %+v", err, out)
+	}
+	want = sortedCopy(want)
+	p, s := beam.NewPipelineWithRoot()
+	recs := ReadQueue(s, arn, queueConnect(srv, WithQueueDeduplication(10*time.Minute))...)
+	sk := &sink{}
+	sinksMu.Lock()
+	sinks[t.Name()] = sk
+	sinksMu.Unlock()
+	beam.ParDo0(s, &collectQueueFn{Key: t.Name()}, recs)
+	if err := ptest.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := sortedCopy(sk.get()); !slices.Equal(got, want) {
+		t.Fatalf("read %d records, want %d: %v", len(got), len(want), got)
+	}
+	if st, err := srv.QueueStats(arn); err != nil || st.Acked != 25 {
+		t.Fatalf("queue after the read: %+v %v; want its 20 plain records and 5 aggregates acknowledged", st, err)
 	}
 }
