@@ -86,6 +86,10 @@ type heldSource interface {
 // were committed when they were read); with it they are read again. Without it the read
 // stays right, and cheaper, for pipelines that write what they read without state.
 //
+// Given to ReadQueue or ReadQueueDeadLetters, it holds each record's acknowledgement the
+// same way: a record is acknowledged once the sinks wrote its window, and kept invisible
+// until then (see "Queues" in the package doc).
+//
 // The read fills *commit when it is built; a Commit filled by another read panics. Without
 // a checkpoint table there is nothing to commit, and After only checks its arguments. A
 // pipeline whose read was given this option but whose After was never called does not run:

@@ -192,6 +192,46 @@
 // allowed lateness. A shard read to its end gets the KCL's pendingCheckpoint = SHARD_END
 // first, so that its children are read meanwhile. Merging windows (sessions) are refused.
 //
+// # Queues
+//
+// [ReadQueue] reads a Kinesis queue (a queue on an on-demand stream) by its ARN into
+// [QueueRecord]s. A queue has no shards: the read has [WithQueueSlots] slots (4) that the
+// runner spreads over its workers, and each worker keeps [WithQueueReceivers] (4)
+// long-polling receives going. A record is acknowledged once the runner committed the
+// bundle that emitted it, or, with [WithCommitAfterSinks] and [Commit.After] as above, once
+// the sinks' output watermark passed the end of its window: never before. Until then the
+// worker that received it extends its visibility ahead of the deadline
+// ([WithQueueVisibility], 1 minute), for up to [WithQueueProcessingTimeout] (10 minutes;
+// make it longer than a held window plus its allowed lateness). A job that dies stops
+// extending, and its records come back after their visibility timeout.
+//
+// Delivery is at least once and unordered: a record comes back after a dead worker, a
+// stale handle (its record was delivered again; counted in stale_handles, logged once, not
+// fatal), a failed acknowledgement, or, rarely, after its acknowledgement. Every delivery has
+// the same RecordId. Without [WithQueueDeduplication] the pipeline sees those deliveries
+// again; with it, a stateful step keyed by RecordId (and SubIndex) passes each record once
+// within the given span of event time, in one job. KPL aggregates a queue delivers whole
+// are split into their user records (SubIndex), unless [WithoutDeaggregation]; all of them
+// are acknowledged together.
+//
+// Event time is the receive time ([QueueRecord].ReceiveTimestamp), and the watermark
+// follows the wall clock: a record that comes back after a worker died arrives a visibility
+// timeout or more after its arrival time, when the job's windows have moved on; by its
+// receive time it lands in an open window, where the arrival time would make it late, so
+// dropped by its window and acknowledged all the same (lost). The cost: windows hold
+// records by when the job got them, not when the stream did. A pipeline that needs arrival
+// or producer time re-stamps records itself and sets an allowed lateness of at least the
+// processing timeout.
+//
+// [ReadQueueDeadLetters] reads the dead-letter side (records received MaxReceiveCount times
+// without an acknowledgement) the same way, and discards each record once acknowledged, or
+// restores it to the queue with [WithRestoreDeadLetters]: route poison records to a sink
+// before retention takes them. The queue reads report in namespace "kinesisio.ReadQueue":
+// records, bytes, receive_calls, empty_receives, throttles, retries, extensions, released
+// (held past the processing timeout), in_flight (gauge) from the read; acks, restores,
+// failed_acks, stale_handles and the distribution ack_lag_ms (receive to acknowledgement)
+// from the acknowledge step; duplicates from the deduplication.
+//
 // # Writing
 //
 // [Write] routes each [Message] by the MD5 of its partition key, or by its explicit hash

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/checkpoint"
+	"github.com/beamkinesis/beamkinesis/kinesisio/internal/queue"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
 )
 
@@ -136,5 +137,54 @@ func reportTable(ctx context.Context, s checkpoint.Stats) {
 	}
 	for _, ms := range s.LagMs {
 		tableLagMs.Update(ctx, ms)
+	}
+}
+
+// queueNamespace is the namespace of the queue read's metrics (ReadQueue,
+// ReadQueueDeadLetters).
+const queueNamespace = "kinesisio.ReadQueue"
+
+// Queue read metrics, reported from the engine's statistics (internal/queue) by the
+// receiver slots' calls and the acknowledge step's bundles.
+var (
+	queueRecords       = beam.NewCounter(queueNamespace, "records")
+	queueBytes         = beam.NewCounter(queueNamespace, "bytes")
+	queueReceives      = beam.NewCounter(queueNamespace, "receive_calls")
+	queueEmptyReceives = beam.NewCounter(queueNamespace, "empty_receives")
+	queueThrottles     = beam.NewCounter(queueNamespace, "throttles")
+	queueRetries       = beam.NewCounter(queueNamespace, "retries")
+	// queueExtensions counts visibility extensions of held records; queueReleased, held
+	// records let go at the processing timeout (they come back).
+	queueExtensions = beam.NewCounter(queueNamespace, "extensions")
+	queueReleased   = beam.NewCounter(queueNamespace, "released")
+	queueAcks       = beam.NewCounter(queueNamespace, "acks")
+	queueRestores   = beam.NewCounter(queueNamespace, "restores")
+	queueFailedAcks = beam.NewCounter(queueNamespace, "failed_acks")
+	queueStale      = beam.NewCounter(queueNamespace, "stale_handles")
+	// queueDuplicates counts deliveries dropped by WithQueueDeduplication.
+	queueDuplicates = beam.NewCounter(queueNamespace, "duplicates")
+	// queueInFlight is how many records the worker's pool holds in flight.
+	queueInFlight = beam.NewGauge(queueNamespace, "in_flight")
+	// queueAckLagMs is, per acknowledged (or restored) record, the time from its receive
+	// to its acknowledgement.
+	queueAckLagMs = beam.NewDistribution(queueNamespace, "ack_lag_ms")
+)
+
+// reportQueue adds a queue engine's statistics to the metrics.
+func reportQueue(ctx context.Context, s queue.Stats) {
+	inc(ctx, queueRecords, s.Records)
+	inc(ctx, queueBytes, s.Bytes)
+	inc(ctx, queueReceives, s.Receives)
+	inc(ctx, queueEmptyReceives, s.EmptyReceives)
+	inc(ctx, queueThrottles, s.Throttles)
+	inc(ctx, queueRetries, s.Retries)
+	inc(ctx, queueExtensions, s.Extensions)
+	inc(ctx, queueReleased, s.Released)
+	inc(ctx, queueAcks, s.Acks)
+	inc(ctx, queueRestores, s.Restores)
+	inc(ctx, queueFailedAcks, s.FailedAcks)
+	inc(ctx, queueStale, s.StaleHandles)
+	for _, ms := range s.AckLagMs {
+		queueAckLagMs.Update(ctx, ms)
 	}
 }

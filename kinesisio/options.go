@@ -85,6 +85,8 @@ const (
 	targetRead target = iota
 	targetReadBounded
 	targetWrite
+	targetQueue
+	targetQueueDeadLetters
 )
 
 func (t target) String() string {
@@ -95,6 +97,10 @@ func (t target) String() string {
 		return "kinesisio.ReadBounded"
 	case targetWrite:
 		return "kinesisio.Write"
+	case targetQueue:
+		return "kinesisio.ReadQueue"
+	case targetQueueDeadLetters:
+		return "kinesisio.ReadQueueDeadLetters"
 	}
 	return fmt.Sprintf("kinesisio.target(%d)", uint8(t))
 }
@@ -114,6 +120,7 @@ type config struct {
 	// does nothing for the transform or beside another option (refuseReadNoOps,
 	// refuseWriteNoOps).
 	given map[string]bool
+	queue queueConfig
 }
 
 // sourceConfig holds the options of both reads (SourceOption).
@@ -176,6 +183,7 @@ func defaultConfig() config {
 		read:   defaultReadConfig(),
 		write:  defaultWriteConfig(),
 		given:  map[string]bool{},
+		queue:  defaultQueueConfig(),
 	}
 }
 
@@ -224,6 +232,9 @@ func (c *config) validate(t target) error {
 			return err
 		}
 		return c.refuseWriteNoOps()
+	}
+	if t == targetQueue || t == targetQueueDeadLetters {
+		return c.queue.validate(t)
 	}
 	return nil
 }

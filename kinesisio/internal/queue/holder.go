@@ -64,8 +64,9 @@ func (h *Holder) tick() time.Duration {
 	return min(max(time.Duration(float64(h.vis)*safetyShare/4), 50*time.Millisecond), time.Second)
 }
 
-// Run extends the held records until ctx is done.
-func (h *Holder) Run(ctx context.Context) {
+// Run extends the held records until ctx is done, or until done, asked after each round,
+// says the loop may end (nil: never).
+func (h *Holder) Run(ctx context.Context, done func() bool) {
 	t := time.NewTicker(h.tick())
 	defer t.Stop()
 	for {
@@ -74,6 +75,9 @@ func (h *Holder) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			h.Extend(ctx, time.Now())
+			if done != nil && done() {
+				return
+			}
 		}
 	}
 }

@@ -67,6 +67,9 @@ type Pool struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	running bool
+	// holding says the Holder's loop runs: from the first start until the receivers stopped
+	// and the Holder holds nothing.
+	holding bool
 }
 
 // NewPool returns a stopped pool; Take starts it.
@@ -94,8 +97,8 @@ func (p *Pool) Settler() *Settler { return p.settler }
 // Holder is the pool's Holder.
 func (p *Pool) Holder() *Holder { return p.holder }
 
-// TakeStats returns what the pool (its receivers, extensions and settles) did since the
-// last call.
+// TakeStats returns what the pool's receivers and extensions did since the last call (the
+// acknowledgements and restores of its Settler are counted by their callers: Settled).
 func (p *Pool) TakeStats() Stats { return p.settler.TakeStats() }
 
 // Buffered is how many received records wait to be taken.
@@ -123,16 +126,27 @@ func (p *Pool) startLocked() {
 	// Stop cancels ctx; a receive under way is not cancelled with it, since the service
 	// may deliver records to a receive whose caller went away: they would stay invisible
 	// for their visibility timeout. Stop waits for it instead, and releases what it got.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		p.holder.Run(ctx)
-	}()
+	if !p.holding {
+		p.holding = true
+		go p.holder.Run(context.Background(), p.idle)
+	}
 	done := p.done
 	go func() {
 		wg.Wait()
 		close(done)
 	}()
+}
+
+// idle says the receivers stopped and the Holder holds nothing: its loop may end. It ends
+// under p.mu, so that a start after it starts the loop again.
+func (p *Pool) idle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running || p.holder.Len() > 0 {
+		return false
+	}
+	p.holding = false
+	return true
 }
 
 // Take returns up to max buffered records, waiting up to wait for the first. It starts the
@@ -170,9 +184,10 @@ func (p *Pool) Take(ctx context.Context, max int, wait time.Duration) ([]Record,
 	}
 }
 
-// Stop stops the receivers and the extensions, and releases the buffered records (they
-// become visible at once). It waits for the receives under way, up to the long poll. Records taken and not settled are no longer extended and come
-// back when their visibility runs out. A later Take starts the pool again.
+// Stop stops the receivers and releases the buffered records (they become visible at once).
+// It waits for the receives under way, up to the long poll. Records taken and not settled
+// stay held: the Holder extends them until they are settled, dropped or past the processing
+// timeout, and then its loop ends. A later Take starts the pool again.
 func (p *Pool) Stop(ctx context.Context) {
 	p.mu.Lock()
 	if !p.running {
@@ -232,7 +247,7 @@ func (p *Pool) receive(ctx context.Context) {
 				p.mu.Unlock()
 				attempt = max(attempt, 4)
 			}
-			p.settler.countRetry(class)
+			p.settler.stats.update(func(s *Stats) { s.retry(class) })
 			_ = backoff.Sleep(ctx, p.cfg.Policy.Delay(attempt, class))
 			attempt++
 			continue

@@ -131,17 +131,20 @@ func TestPoolReceivesAndAcknowledgesEveryRecord(t *testing.T) {
 	if d := datas(got); !slices.Equal(d, want) {
 		t.Fatalf("received %d records, want %d: %v", len(d), len(want), d)
 	}
-	lost, err := p.Settler().Ack(e.ctx, entries(got))
-	if err != nil || len(lost) != 0 {
-		t.Fatalf("Ack: lost %v, err %v", lost, err)
+	done, err := p.Settler().Ack(e.ctx, entries(got))
+	if err != nil || len(done.Lost) != 0 {
+		t.Fatalf("Ack: lost %v, err %v", done.Lost, err)
 	}
 	st := e.stats()
 	if st.Acked != int64(len(want)) || st.InFlight != 0 || st.Visible != 0 || st.Redelivered != 0 {
 		t.Fatalf("queue after the acks: %+v", st)
 	}
-	s := p.TakeStats()
-	if s.Records != int64(len(want)) || s.Acks != int64(len(want)) || len(s.AckLagMs) != len(want) {
-		t.Fatalf("stats: records %d acks %d lags %d, want %d each", s.Records, s.Acks, len(s.AckLagMs), len(want))
+	if s := done.Stats; s.Acks != int64(len(want)) || len(s.AckLagMs) != len(want) {
+		t.Fatalf("Ack's stats: acks %d lags %d, want %d each", s.Acks, len(s.AckLagMs), len(want))
+	}
+	// The acknowledgements are the Ack's caller's to report, not the pool's.
+	if s := p.TakeStats(); s.Records != int64(len(want)) || s.Acks != 0 || len(s.AckLagMs) != 0 {
+		t.Fatalf("pool stats: records %d acks %d lags %d, want %d records and no acks", s.Records, s.Acks, len(s.AckLagMs), len(want))
 	}
 }
 
@@ -182,14 +185,14 @@ func TestStaleHandlesAreCountedNotFatal(t *testing.T) {
 	if _, err := e.srv.ExpireQueueInFlight(e.arn); err != nil {
 		t.Fatal(err)
 	}
-	lost, err := p.Settler().Ack(e.ctx, entries(got))
+	done, err := p.Settler().Ack(e.ctx, entries(got))
 	if err != nil {
 		t.Fatalf("Ack of stale handles: %v", err)
 	}
-	if len(lost) != len(want) {
-		t.Fatalf("lost %d handles, want %d", len(lost), len(want))
+	if len(done.Lost) != len(want) {
+		t.Fatalf("lost %d handles, want %d", len(done.Lost), len(want))
 	}
-	if s := p.TakeStats(); s.StaleHandles != int64(len(want)) || s.FailedAcks != int64(len(want)) || s.Acks != 0 {
+	if s := done.Stats; s.StaleHandles != int64(len(want)) || s.FailedAcks != int64(len(want)) || s.Acks != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 	// The records come back and are acknowledged by their new handles.
@@ -197,8 +200,8 @@ func TestStaleHandlesAreCountedNotFatal(t *testing.T) {
 	if d := datas(again); !slices.Equal(d, want) {
 		t.Fatalf("redelivered %v", d)
 	}
-	if lost, err := p.Settler().Ack(e.ctx, entries(again)); err != nil || len(lost) != 0 {
-		t.Fatalf("Ack: lost %v, err %v", lost, err)
+	if done, err := p.Settler().Ack(e.ctx, entries(again)); err != nil || len(done.Lost) != 0 {
+		t.Fatalf("Ack: lost %v, err %v", done.Lost, err)
 	}
 }
 
@@ -210,8 +213,9 @@ func TestFaultsAreRiddenOut(t *testing.T) {
 	want := e.put(300)
 	p := e.pool(queue.Config{Receivers: 3})
 	got := e.takeAll(p, len(want))
-	if lost, err := p.Settler().Ack(e.ctx, entries(got)); err != nil || len(lost) != 0 {
-		t.Fatalf("Ack: lost %v, err %v", lost, err)
+	done, err := p.Settler().Ack(e.ctx, entries(got))
+	if err != nil || len(done.Lost) != 0 {
+		t.Fatalf("Ack: lost %v, err %v", done.Lost, err)
 	}
 	ids, err := e.srv.QueueAckedRecordIDs(e.arn)
 	if err != nil {
@@ -224,7 +228,10 @@ func TestFaultsAreRiddenOut(t *testing.T) {
 		t.Fatalf("received %v", d)
 	}
 	if s := p.TakeStats(); s.Throttles == 0 || s.Retries == 0 {
-		t.Fatalf("no retries counted under faults: %+v", s)
+		t.Fatalf("no receive retries counted under faults: %+v", s)
+	}
+	if s := done.Stats; s.Retries == 0 || s.Acks != int64(len(want)) {
+		t.Fatalf("Ack's stats under faults: %+v, want retries and %d acks", s, len(want))
 	}
 }
 
@@ -246,11 +253,11 @@ func TestDeadLettersAreReceivedAndRestored(t *testing.T) {
 		t.Fatalf("dead letters %v", d)
 	}
 	half := len(got) / 2
-	if lost, err := dead.Settler().Restore(e.ctx, entries(got[:half])); err != nil || len(lost) != 0 {
-		t.Fatalf("Restore: %v %v", lost, err)
+	if done, err := dead.Settler().Restore(e.ctx, entries(got[:half])); err != nil || len(done.Lost) != 0 || done.Stats.Restores != int64(half) {
+		t.Fatalf("Restore: %+v %v", done, err)
 	}
-	if lost, err := dead.Settler().Ack(e.ctx, entries(got[half:])); err != nil || len(lost) != 0 {
-		t.Fatalf("Ack: %v %v", lost, err)
+	if done, err := dead.Settler().Ack(e.ctx, entries(got[half:])); err != nil || len(done.Lost) != 0 {
+		t.Fatalf("Ack: %v %v", done.Lost, err)
 	}
 	st := e.stats()
 	if st.Restored != int64(half) || st.DeadAcked != int64(len(got)-half) || st.Visible != half {

@@ -66,7 +66,8 @@ func NewSettler(api API, queueARN string, side Side, policy backoff.Policy, logf
 	return &Settler{api: api, arn: queueARN, side: side, policy: policy, stats: &stats{}, logf: logf}
 }
 
-// TakeStats returns what the Settler did since the last call.
+// TakeStats returns what the Settler's extensions (and its pool's receivers) did since the
+// last call; Ack and Restore return their own statistics instead.
 func (s *Settler) TakeStats() Stats { return s.stats.take() }
 
 // Entry is one record to settle: its handle, and when it was received (for the ack lag;
@@ -76,32 +77,51 @@ type Entry struct {
 	Received time.Time
 }
 
-// Ack acknowledges entries (on the dead-letter side: discards them). It returns the
-// handles that failed for good, stale ones included; an error only when the queue cannot
-// be called at all (a fatal error, or ctx done).
-func (s *Settler) Ack(ctx context.Context, entries []Entry) ([]string, error) {
-	return s.settle(ctx, opAck, entries, 0)
+// Settled is what one Ack or Restore did: the handles that failed for good (stale ones
+// included), and the call's statistics (acknowledgements or restores, failed entries, stale
+// handles, retries, throttles, ack lag). The statistics are the caller's to report and are
+// not in TakeStats: a process's steps share a Settler, and what one step settled must be
+// counted once, by that step.
+type Settled struct {
+	Lost  []string
+	Stats Stats
+}
+
+// Ack acknowledges entries (on the dead-letter side: discards them). It returns an error
+// only when the queue cannot be called at all (a fatal error, or ctx done); what was settled
+// until then is in the Settled.
+func (s *Settler) Ack(ctx context.Context, entries []Entry) (Settled, error) {
+	var st Stats
+	lost, err := s.settle(ctx, opAck, entries, 0, &st)
+	return Settled{Lost: lost, Stats: st}, err
 }
 
 // Restore returns dead letters to the queue's normal side, their ReceiveCount reset.
-func (s *Settler) Restore(ctx context.Context, entries []Entry) ([]string, error) {
+func (s *Settler) Restore(ctx context.Context, entries []Entry) (Settled, error) {
 	if s.side != DeadLetter {
-		return nil, fmt.Errorf("queue %s: restore is a dead-letter operation", s.arn)
+		return Settled{}, fmt.Errorf("queue %s: restore is a dead-letter operation", s.arn)
 	}
-	return s.settle(ctx, opRestore, entries, 0)
+	var st Stats
+	lost, err := s.settle(ctx, opRestore, entries, 0, &st)
+	return Settled{Lost: lost, Stats: st}, err
 }
 
 // Extend sets the visibility of entries to vis from now, and returns the handles that
-// failed for good.
+// failed for good. Its statistics go to TakeStats.
 func (s *Settler) Extend(ctx context.Context, entries []Entry, vis time.Duration) ([]string, error) {
-	return s.settle(ctx, opExtend, entries, vis)
+	var st Stats
+	lost, err := s.settle(ctx, opExtend, entries, vis, &st)
+	s.stats.update(func(all *Stats) { all.add(st) })
+	return lost, err
 }
 
-func (s *Settler) settle(ctx context.Context, o op, entries []Entry, vis time.Duration) ([]string, error) {
+// settle settles entries in batches, counting into st, which only the calling goroutine
+// touches.
+func (s *Settler) settle(ctx context.Context, o op, entries []Entry, vis time.Duration, st *Stats) ([]string, error) {
 	var lost []string
 	for len(entries) > 0 {
 		n := min(len(entries), MaxBatch)
-		l, err := s.batch(ctx, o, entries[:n], vis)
+		l, err := s.batch(ctx, o, entries[:n], vis, st)
 		lost = append(lost, l...)
 		if err != nil {
 			return lost, err
@@ -115,7 +135,7 @@ func (s *Settler) settle(ctx context.Context, o op, entries []Entry, vis time.Du
 type failure struct{ handle, code, msg string }
 
 // batch settles up to MaxBatch entries, retrying the call and its busy entries.
-func (s *Settler) batch(ctx context.Context, o op, entries []Entry, vis time.Duration) ([]string, error) {
+func (s *Settler) batch(ctx context.Context, o op, entries []Entry, vis time.Duration, st *Stats) ([]string, error) {
 	byHandle := make(map[string]Entry, len(entries))
 	for _, e := range entries {
 		byHandle[e.Handle] = e
@@ -136,28 +156,26 @@ func (s *Settler) batch(ctx context.Context, o op, entries []Entry, vis time.Dur
 				}
 				return lost, fatal(fmt.Sprintf("queue %s: %v of %d entries", s.arn, o, len(pending)), err)
 			}
-			s.countRetry(class)
+			st.retry(class)
 			if err := backoff.Sleep(ctx, s.policy.Delay(attempt, class)); err != nil {
 				return lost, fmt.Errorf("queue %s: %v: %w", s.arn, o, err)
 			}
 			continue
 		}
 		now := time.Now()
-		s.stats.update(func(st *Stats) {
-			switch o {
-			case opAck:
-				st.Acks += int64(len(ok))
-				for _, h := range ok {
-					if r := byHandle[h].Received; !r.IsZero() {
-						st.AckLagMs = append(st.AckLagMs, now.Sub(r).Milliseconds())
-					}
+		switch o {
+		case opAck:
+			st.Acks += int64(len(ok))
+			for _, h := range ok {
+				if r := byHandle[h].Received; !r.IsZero() {
+					st.AckLagMs = append(st.AckLagMs, now.Sub(r).Milliseconds())
 				}
-			case opRestore:
-				st.Restores += int64(len(ok))
-			case opExtend:
-				st.Extensions += int64(len(ok))
 			}
-		})
+		case opRestore:
+			st.Restores += int64(len(ok))
+		case opExtend:
+			st.Extensions += int64(len(ok))
+		}
 		var retry []Entry
 		busy := backoff.Retryable
 		for _, f := range failed {
@@ -169,15 +187,15 @@ func (s *Settler) batch(ctx context.Context, o op, entries []Entry, vis time.Dur
 				retry = append(retry, byHandle[f.handle])
 			case f.code == codeThrottling || f.code == codeInternalFailure:
 				lost = append(lost, f.handle)
-				s.countLost(o, false)
+				st.lost(o, false)
 			case o == opExtend:
 				// A handle settled elsewhere (the ack step ran on another worker) or
 				// expired: the record is not held any more.
 				lost = append(lost, f.handle)
-				s.countLost(o, true)
+				st.lost(o, true)
 			default:
 				lost = append(lost, f.handle)
-				s.countLost(o, true)
+				st.lost(o, true)
 				s.staleOnce.Do(func() {
 					s.logf("kinesisio: queue %s: a %v failed with %s (%s): the handle no longer works and its record will be delivered again; further stale handles are only counted", s.arn, o, f.code, f.msg)
 				})
@@ -186,7 +204,7 @@ func (s *Settler) batch(ctx context.Context, o op, entries []Entry, vis time.Dur
 		if len(retry) == 0 {
 			return lost, nil
 		}
-		s.countRetry(busy)
+		st.retry(busy)
 		if err := backoff.Sleep(ctx, s.policy.Delay(attempt, busy)); err != nil {
 			return lost, fmt.Errorf("queue %s: %v: %w", s.arn, o, err)
 		}
@@ -194,28 +212,25 @@ func (s *Settler) batch(ctx context.Context, o op, entries []Entry, vis time.Dur
 	}
 }
 
-// countLost counts an entry that failed for good.
-func (s *Settler) countLost(o op, stale bool) {
-	s.stats.update(func(st *Stats) {
-		switch {
-		case o == opExtend:
-			st.ExtensionsRefused++
-		case stale:
-			st.FailedAcks++
-			st.StaleHandles++
-		default:
-			st.FailedAcks++
-		}
-	})
+// lost counts an entry that failed for good.
+func (st *Stats) lost(o op, stale bool) {
+	switch {
+	case o == opExtend:
+		st.ExtensionsRefused++
+	case stale:
+		st.FailedAcks++
+		st.StaleHandles++
+	default:
+		st.FailedAcks++
+	}
 }
 
-func (s *Settler) countRetry(class backoff.Class) {
-	s.stats.update(func(st *Stats) {
-		st.Retries++
-		if class == backoff.Throttled {
-			st.Throttles++
-		}
-	})
+// retry counts a retry of class.
+func (st *Stats) retry(class backoff.Class) {
+	st.Retries++
+	if class == backoff.Throttled {
+		st.Throttles++
+	}
 }
 
 // call makes one settle call and returns the successful handles and the failed entries.
