@@ -32,21 +32,10 @@ func init() {
 	beam.RegisterCoder(reflect.TypeOf((*commitToken)(nil)).Elem(), encodeCommitToken, decodeCommitToken)
 }
 
-// commitToken is the position one shard reader call reached: the last user record it
-// claimed (Seq, Sub), or SHARD_END. Records is how many user records the call claimed;
-// EndMs is when the call ended, for the commit lag. MaxEventMs is the latest event time of
-// the records it covers that the call emitted (for a call that emitted none, the shard's
-// watermark): a held commit (commit_held.go) writes the token once the windows up to it were
-// written.
-type commitToken struct {
-	Stream     string
-	ShardID    string
-	Seq        string
-	Sub        int64
-	Records    int64
-	EndMs      int64
-	MaxEventMs int64
-}
+// commitToken is the position one shard reader call reached, as the checkpoint engine
+// commits it (checkpoint.Token, whose doc says what its fields hold). Its coder is the wire
+// format below: the token crosses a Reshuffle, and Java runners pass it through as bytes.
+type commitToken = checkpoint.Token
 
 // Format versions of the commit token: v2 added MaxEventMs.
 const (
@@ -80,10 +69,6 @@ func decodeCommitToken(b []byte) (commitToken, error) {
 		t.MaxEventMs = r.Int()
 	}
 	return t, r.Err()
-}
-
-func (t commitToken) position() leasetable.Position {
-	return leasetable.Position{Seq: t.Seq, Sub: t.Sub}
 }
 
 // commitSpec is what commitFn needs: the Kinesis client's region and credentials (the
@@ -139,7 +124,7 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 	}
 	key := tok.Stream + "/" + tok.ShardID
 	prev, ok := fn.pending[key]
-	if !ok || leasetable.Compare(tok.position(), prev.position()) > 0 {
+	if !ok || leasetable.Compare(tok.Position(), prev.Position()) > 0 {
 		tok.Records += prev.Records
 		fn.pending[key] = tok
 	} else {
@@ -164,7 +149,7 @@ func (fn *commitFn) FinishBundle(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fn.cp.Commit(ctx, tok.tableToken()); err != nil {
+			if err := fn.cp.Commit(ctx, tok); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

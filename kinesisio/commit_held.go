@@ -337,7 +337,7 @@ func (fn *heldCommitFn) ProcessElement(ctx context.Context, sp state.Provider, t
 		return err
 	}
 	if tok.Seq == leasetable.ShardEnd {
-		if err := fn.cp.PrepareShardEnd(ctx, tok.tableToken()); err != nil {
+		if err := fn.cp.PrepareShardEnd(ctx, tok); err != nil {
 			return err
 		}
 		reportTable(ctx, fn.cp.TakeStats())
@@ -382,7 +382,7 @@ func (fn *heldCommitFn) OnTimer(ctx context.Context, _ beam.EventTime, sp state.
 	if err != nil {
 		return fmt.Errorf("kinesisio: reading the held commits of %s: %w", key, err)
 	}
-	slices.SortStableFunc(held, func(a, b commitToken) int { return leasetable.Compare(a.position(), b.position()) })
+	slices.SortStableFunc(held, func(a, b commitToken) int { return leasetable.Compare(a.Position(), b.Position()) })
 	var commit commitToken
 	n := 0
 	for n < len(held) && fn.Cut.readyMs(held[n].MaxEventMs) <= due {
@@ -392,7 +392,7 @@ func (fn *heldCommitFn) OnTimer(ctx context.Context, _ beam.EventTime, sp state.
 		n++
 	}
 	if n > 0 {
-		if err := fn.cp.Commit(ctx, commit.tableToken()); err != nil {
+		if err := fn.cp.Commit(ctx, commit); err != nil {
 			return fmt.Errorf("kinesisio: checkpoint table %s: the held commit failed: %w", fn.Spec.Checkpoint.Table, err)
 		}
 		if fn.Spec.Bounded {

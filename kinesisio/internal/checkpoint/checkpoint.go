@@ -62,16 +62,23 @@ func (s Shard) String() string { return fmt.Sprintf("shard %s of stream %s", s.I
 
 // Token is a position a reader reached, to be committed: the last user record it claimed
 // (Seq, Sub), or leasetable.ShardEnd. Records is how many user records it covers; EndMs
-// when the reader's call that reached it ended, for the commit lag.
+// when the reader's call that reached it ended, for the commit lag. MaxEventMs is the
+// latest event time of the records it covers that the call emitted (for a call that
+// emitted none, the shard's watermark): kinesisio's held commit writes the token once the
+// windows up to it were written; the engine does not read it. kinesisio's DoFns pass it
+// between stages under the name commitToken, with a coder of their own.
 type Token struct {
-	Stream, ShardID string
-	Seq             string
-	Sub             int64
-	Records         int64
-	EndMs           int64
+	Stream     string
+	ShardID    string
+	Seq        string
+	Sub        int64
+	Records    int64
+	EndMs      int64
+	MaxEventMs int64
 }
 
-func (t Token) position() leasetable.Position { return leasetable.Position{Seq: t.Seq, Sub: t.Sub} }
+// Position is the token's position in the table's terms.
+func (t Token) Position() leasetable.Position { return leasetable.Position{Seq: t.Seq, Sub: t.Sub} }
 
 // ChildLister returns the ids of the shards of stream whose parent or adjacent parent is
 // shard, for the SHARD_END item of a closed shard.
@@ -226,7 +233,7 @@ func (c *Checkpointer) writeLocked(ctx context.Context, s *shardLease, tok Token
 		children = c.childrenOf(ctx, tok.Stream, tok.ShardID)
 	}
 	start := time.Now()
-	l, err := c.table.Commit(ctx, s.lease, c.cfg.Owner, tok.position(), children)
+	l, err := c.table.Commit(ctx, s.lease, c.cfg.Owner, tok.Position(), children)
 	var lost *leasetable.LostError
 	switch {
 	case errors.As(err, &lost):

@@ -71,7 +71,7 @@ func Unreachable(err error) bool {
 func (c *Checkpointer) holdLocked(ctx context.Context, s *shardLease, tok Token, cause error) {
 	c.stats.unavailable.Add(1)
 	if h := s.held; h != nil {
-		if leasetable.Compare(tok.position(), h.position()) > 0 {
+		if leasetable.Compare(tok.Position(), h.Position()) > 0 {
 			tok.Records += h.Records
 			s.held = &tok
 		} else {
