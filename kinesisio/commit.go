@@ -163,14 +163,14 @@ func (fn *commitFn) FinishBundle(ctx context.Context) error {
 	}
 	fn.pending = nil
 	if fn.cp != nil {
-		reportTable(ctx, fn.cp.TakeStats())
+		reportTable(ctx, fn.cp)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kinesisio: checkpoint table %s: %d of the bundle's commits failed: %w", fn.Spec.Checkpoint.Table, len(errs), err)
 	}
 	if fn.Spec.Bounded && fn.cp != nil {
 		err := fn.cp.AwaitHeld(ctx, shards, checkpoint.HeldWaitBounded)
-		reportTable(ctx, fn.cp.TakeStats())
+		reportTable(ctx, fn.cp)
 		return err
 	}
 	return nil

@@ -340,7 +340,7 @@ func (fn *heldCommitFn) ProcessElement(ctx context.Context, sp state.Provider, t
 		if err := fn.cp.PrepareShardEnd(ctx, tok); err != nil {
 			return err
 		}
-		reportTable(ctx, fn.cp.TakeStats())
+		reportTable(ctx, fn.cp)
 	}
 	if err := fn.Held.Add(sp, tok); err != nil {
 		return fmt.Errorf("kinesisio: holding the commit of shard %s: %w", tok.ShardID, err)
@@ -397,11 +397,11 @@ func (fn *heldCommitFn) OnTimer(ctx context.Context, _ beam.EventTime, sp state.
 		}
 		if fn.Spec.Bounded {
 			if err := fn.cp.AwaitHeld(ctx, []string{commit.ShardID}, checkpoint.HeldWaitBounded); err != nil {
-				reportTable(ctx, fn.cp.TakeStats())
+				reportTable(ctx, fn.cp)
 				return err
 			}
 		}
-		reportTable(ctx, fn.cp.TakeStats())
+		reportTable(ctx, fn.cp)
 	}
 	rest := held[n:]
 	if err := fn.Held.Clear(sp); err != nil {
