@@ -110,7 +110,7 @@ func TestAServiceDistributedStreamGetsEveryRecordAsARecordOfItsOwn(t *testing.T)
 	if len(perShard) != 4 {
 		t.Errorf("records landed on %d shards (%v); the service spreads them over all 4", len(perShard), perShard)
 	}
-	if st := p.Stats(); st.Unaggregated != n || st.UserRecords != n || st.DistributionSwitches != 0 {
+	if st := p.TakeStats(); st.Unaggregated != n || st.UserRecords != n || st.DistributionSwitches != 0 {
 		t.Errorf("stats %+v; want %d unaggregated user records and no switch", st, n)
 	}
 }
@@ -144,7 +144,7 @@ func TestASwitchToAutoWhileAggregatingLosesNothing(t *testing.T) {
 			t.Fatalf("a KCL consumer loses %s", k)
 		}
 	}
-	st := p.Stats()
+	st := p.TakeStats()
 	if st.DistributionSwitches != 1 || !p.ServiceDistributed() || st.Unaggregated == 0 {
 		t.Errorf("stats %+v, service distributed %v; want the switch adopted", st, p.ServiceDistributed())
 	}

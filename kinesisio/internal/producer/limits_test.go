@@ -97,7 +97,7 @@ func TestLargeRecordsToARaisedStreamLandOnceUnderASmallBufferBound(t *testing.T)
 	if res.Aggregates == 0 {
 		t.Error("no aggregates: the small records were not aggregated")
 	}
-	t.Logf("stats %+v", p.Stats())
+	t.Logf("stats %+v", p.TakeStats())
 }
 
 func TestTooLargeRecordsAreRefusedNamingSizeLimitAndRemedy(t *testing.T) {

@@ -116,7 +116,7 @@ func TestAggregatedRecordsLandInTheirShardsExactlyOnce(t *testing.T) {
 	if res.KinesisRecords >= n/20 {
 		t.Errorf("%d Kinesis records for %d user records: aggregation did not pack them", res.KinesisRecords, n)
 	}
-	st := p.Stats()
+	st := p.TakeStats()
 	if st.UserRecords != n || st.Failures != 0 || st.KinesisRecords != int64(res.KinesisRecords) {
 		t.Errorf("stats %+v, want %d user records, %d Kinesis records, no failures", st, n, res.KinesisRecords)
 	}
@@ -178,7 +178,7 @@ func TestBufferedBytesAreBounded(t *testing.T) {
 	if f := p.Failures(); len(f) != 0 {
 		t.Fatalf("%d failures: %s", len(f), f[0].Reason)
 	}
-	if st := p.Stats(); st.UserRecords != 200 || st.ThrottledEntries != 0 {
+	if st := p.TakeStats(); st.UserRecords != 200 || st.ThrottledEntries != 0 {
 		t.Errorf("stats %+v: want 200 records written without throttling (the rate limiter holds them)", st)
 	}
 }
@@ -197,7 +197,7 @@ func TestEmptyDataIsWrittenNotRefused(t *testing.T) {
 	if f := p.Failures(); len(f) != 0 {
 		t.Fatalf("%d failures: %s", len(f), f[0].Reason)
 	}
-	if st := p.Stats(); st.UserRecords != 2 {
+	if st := p.TakeStats(); st.UserRecords != 2 {
 		t.Errorf("%d records written, want 2", st.UserRecords)
 	}
 }

@@ -62,7 +62,7 @@ func TestSplitDuringTheWriteReroutes(t *testing.T) {
 			if f := p.Failures(); len(f) != 0 {
 				t.Fatalf("%d failures, first: %+v", len(f), f[0])
 			}
-			st := p.Stats()
+			st := p.TakeStats()
 			if st.ShardMapRefresh == 0 || st.WrongShard == 0 || (tc.wantRerouted && st.Rerouted == 0) {
 				t.Errorf("stats %+v: want the map refreshed, wrong-shard aggregates re-sent, retried records re-routed (%v)", st, tc.wantRerouted)
 			}

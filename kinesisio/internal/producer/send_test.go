@@ -32,7 +32,7 @@ func TestFaultsAndThrottlingLoseNothing(t *testing.T) {
 			if f := p.Failures(); len(f) != 0 {
 				t.Fatalf("%d failures, first: %+v", len(f), f[0])
 			}
-			st := p.Stats()
+			st := p.TakeStats()
 			if st.Retries == 0 || st.ThrottledEntries == 0 {
 				t.Errorf("stats %+v: the faults were not exercised", st)
 			}
@@ -84,7 +84,7 @@ func TestRetriesRunningOutReportEveryRecord(t *testing.T) {
 	if d := streamcheck.Diff(written, wantMultiset(0, n), 5); d != "" {
 		t.Fatalf("written + failed != input: %s", d)
 	}
-	if st := p.Stats(); st.Failures != int64(len(failures)) || st.UserRecords+st.Failures != n {
+	if st := p.TakeStats(); st.Failures != int64(len(failures)) || st.UserRecords+st.Failures != n {
 		t.Errorf("stats %+v: want %d failures and acknowledged + failed = %d", st, len(failures), n)
 	}
 }
@@ -130,7 +130,7 @@ func TestLostResponsesDuplicateButLoseNothing(t *testing.T) {
 	if f := p.Failures(); len(f) != 0 {
 		t.Fatalf("%d failures, first: %+v", len(f), f[0])
 	}
-	if st := p.Stats(); st.Retries == 0 {
+	if st := p.TakeStats(); st.Retries == 0 {
 		t.Errorf("stats %+v: no request was retried; the dropped connections were not exercised", st)
 	}
 	got := streamcheck.Multiset(readBack(t, srv, "lost").Records, userKey)
