@@ -101,7 +101,7 @@ type commitFn struct {
 	Spec commitSpec
 
 	cp      *checkpoint.Checkpointer
-	pending map[string]commitToken
+	pending map[streamShard]commitToken
 }
 
 // Setup opens the checkpoint table.
@@ -111,7 +111,7 @@ func (fn *commitFn) Setup(ctx context.Context) error {
 
 // StartBundle starts with nothing to write.
 func (fn *commitFn) StartBundle(context.Context) {
-	fn.pending = map[string]commitToken{}
+	fn.pending = map[streamShard]commitToken{}
 }
 
 // ProcessElement keeps tok if it is its shard's furthest position in the bundle.
@@ -120,9 +120,9 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 		return err
 	}
 	if fn.pending == nil {
-		fn.pending = map[string]commitToken{}
+		fn.pending = map[streamShard]commitToken{}
 	}
-	key := tok.Stream + "/" + tok.ShardID
+	key := streamShard{stream: tok.Stream, shard: tok.ShardID}
 	prev, ok := fn.pending[key]
 	if !ok || leasetable.Compare(tok.Position(), prev.Position()) > 0 {
 		tok.Records += prev.Records
