@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
@@ -21,8 +22,12 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	skipTableExamples()
 	tableReported = reported.add
+	splitRefused = func() { refusedSplits.Add(1) }
 	ptest.Main(m)
 }
+
+// refusedSplits counts the fractional splits shard trackers refused since the tests began.
+var refusedSplits atomic.Int64
 
 // reported sums, per table name, what the checkpoint tables' handles reported as metrics
 // (reportTable) since the tests began.
