@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -30,6 +31,10 @@ const (
 	idleEventWait   = 10 * time.Millisecond
 	idleResumeDelay = 50 * time.Millisecond
 )
+
+// dropSubscriptions makes every call close its subscription when it ends instead of
+// leaving it open for the call that resumes it on this worker. Only tests set it.
+var dropSubscriptions atomic.Bool
 
 // subscriber is the fetcher that reads a SubscribeToShard event stream (enhanced fan-out).
 // An unbounded call that checkpoints leaves its subscription open in the worker's
@@ -66,7 +71,7 @@ func (r *shardReader) newSubscriber(ctx context.Context, st *readState) (*subscr
 	if err != nil {
 		return nil, err
 	}
-	s := &subscriber{r: r, st: st, arn: arn, shardKey: r.subscriptionKey(arn, st.d), reuse: !st.bounded && !r.spec.NoSubscriptionReuse}
+	s := &subscriber{r: r, st: st, arn: arn, shardKey: r.subscriptionKey(arn, st.d), reuse: !st.bounded && !dropSubscriptions.Load()}
 	if !st.bounded {
 		s.deadlineTimer = time.NewTimer(r.spec.MaxFetchTime)
 		s.deadline = s.deadlineTimer.C

@@ -114,7 +114,7 @@ func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T)
 			WithDescribeShardInterval(100*time.Millisecond), WithMaxFetchTime(100*time.Millisecond),
 			WithMaxRecordsPerFetch(100), WithEnhancedFanOut("reuse"))
 		if !reuse {
-			opts = append(opts, withoutSubscriptionReuse())
+			withoutSubscriptionReuse(t)
 		}
 		p, s := beam.NewPipelineWithRoot()
 		passert.Equals(s, canonical(s, Read(s, stream, opts...)), anys(want)...)
@@ -219,7 +219,7 @@ func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
 				WithMaxReadTime(1500*time.Millisecond), WithDescribeShardInterval(100*time.Millisecond),
 				WithEnhancedFanOut("checkpoints"))
 			if !reuse {
-				opts = append(opts, withoutSubscriptionReuse())
+				withoutSubscriptionReuse(t)
 			}
 			p, s := beam.NewPipelineWithRoot()
 			passert.Equals(s, canonical(s, Read(s, stream, opts...)), anys(want)...)

@@ -20,13 +20,12 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
-// withoutSubscriptionReuse closes every subscription at the end of its ProcessElement call,
-// to measure what keeping them open saves.
-func withoutSubscriptionReuse() ReadOption {
-	return readOnly{option{name: "withoutSubscriptionReuse", apply: func(c *config) error {
-		c.read.noSubscriptionReuse = true
-		return nil
-	}}}
+// withoutSubscriptionReuse makes every subscription close at the end of its ProcessElement
+// call until the test ends, as for a residual resumed on another worker, to measure what
+// keeping them open saves.
+func withoutSubscriptionReuse(t *testing.T) {
+	dropSubscriptions.Store(true)
+	t.Cleanup(func() { dropSubscriptions.Store(false) })
 }
 
 // waitSubs waits until cond holds for the server's open subscriptions.
