@@ -165,13 +165,14 @@ func TestEnhancedFanOutResumePositions(t *testing.T) {
 		{"after a whole record", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 4}, Last: true}, "", types.ShardIteratorTypeAfterSequenceNumber, seq, &recordPosition{Seq: seq, Sub: maxSubSequence}},
 		{"continuation", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 2}}, "49590338271490256608559692538361571095921575989136588899", types.ShardIteratorTypeAfterSequenceNumber, "49590338271490256608559692538361571095921575989136588899", nil},
 	} {
-		st := &readState{start: rest, lastClaim: tc.last}
-		p := (&subscriber{st: st, cont: tc.cont}).position().startingPosition()
+		st := &readState{rest: rest, lastClaim: tc.last}
+		from, skip := (&subscriber{st: st, start: rest, cont: tc.cont}).position()
+		p := from.startingPosition()
 		if p.Type != tc.wantType || aws.ToString(p.SequenceNumber) != tc.wantSeq {
 			t.Errorf("%s: position %s, want %s %s", tc.name, startingPositionString(p), tc.wantType, tc.wantSeq)
 		}
-		if (st.skip == nil) != (tc.wantSkip == nil) || (st.skip != nil && *st.skip != *tc.wantSkip) {
-			t.Errorf("%s: skip %v, want %v", tc.name, st.skip, tc.wantSkip)
+		if (skip == nil) != (tc.wantSkip == nil) || (skip != nil && *skip != *tc.wantSkip) {
+			t.Errorf("%s: skip %v, want %v", tc.name, skip, tc.wantSkip)
 		}
 
 		tr := newShardTracker(rest)
