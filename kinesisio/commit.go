@@ -140,6 +140,11 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 // bundle waits for its held positions, up to checkpoint.HeldWaitBounded. A write the table refuses
 // (validation, a deleted item, denied access) fails the bundle.
 func (fn *commitFn) FinishBundle(ctx context.Context) error {
+	if fn.cp == nil {
+		// The table was never opened (Setup failed), so ProcessElement took no token.
+		fn.pending = nil
+		return nil
+	}
 	// The shards' writes go out together: a bundle takes one DynamoDB round trip, not one
 	// per shard.
 	var wg sync.WaitGroup
@@ -162,13 +167,11 @@ func (fn *commitFn) FinishBundle(ctx context.Context) error {
 		shards = append(shards, tok.ShardID)
 	}
 	fn.pending = nil
-	if fn.cp != nil {
-		reportTable(ctx, fn.cp)
-	}
+	reportTable(ctx, fn.cp)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kinesisio: checkpoint table %s: %d of the bundle's commits failed: %w", fn.Spec.Checkpoint.Table, len(errs), err)
 	}
-	if fn.Spec.Bounded && fn.cp != nil {
+	if fn.Spec.Bounded {
 		err := fn.cp.AwaitHeld(ctx, shards, checkpoint.HeldWaitBounded)
 		reportTable(ctx, fn.cp)
 		return err

@@ -19,7 +19,8 @@ import (
 func TestDiscoveryEmitsEachShardOnceWithThePreviousPollAsEventTime(t *testing.T) {
 	const stream = "discovery"
 	srv := startServer(t, stream, 2)
-	// Polls back to back: the interval only paces them (pacing_test.go tests that).
+	// Polls back to back: the interval only paces them
+	// (TestDiscoveryPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes tests that).
 	cfg := buildConfig(targetRead, connect(srv, WithStartingPosition(TrimHorizon()), WithDescribeShardInterval(time.Millisecond)))
 	fn := &discoverFn{Spec: newDiscoverySpec(stream, cfg)}
 	ctx := context.Background()

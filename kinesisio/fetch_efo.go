@@ -24,10 +24,10 @@ const (
 	// idleEventWait is how long an unbounded reader that is caught up waits for the next
 	// event before it checkpoints, leaving the subscription open, and idleResumeDelay is
 	// when it asks to be resumed. A reader that held its call for the whole
-	// WithMaxFetchTime would hold back the other shards a runner puts in the same bundle:
-	// Prism processes a bundle's elements one after the other, so with 4 shards in 2
-	// bundles each shard was read half the time and its records waited up to a second.
-	// Events that arrive while the subscription is parked wait in it for the next call.
+	// WithMaxFetchTime would hold back the other shards a runner puts in the same bundle,
+	// which Prism processes one after the other
+	// (TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed). Events that arrive while
+	// the subscription is parked wait in it for the next call.
 	idleEventWait   = 10 * time.Millisecond
 	idleResumeDelay = 50 * time.Millisecond
 )
@@ -38,7 +38,7 @@ var dropSubscriptions atomic.Bool
 
 // subscriber is the fetcher that reads a SubscribeToShard event stream (enhanced fan-out).
 // An unbounded call that checkpoints leaves its subscription open in the worker's
-// subscription cache (subscriptions.go) for the call that resumes at exactly that position;
+// subscription cache (fetch_efo_subscriptions.go) for the call that resumes at exactly that position;
 // a caught-up call returns to the runner once no event follows within idleEventWait, so
 // that it does not hold the other shards of its bundle.
 type subscriber struct {

@@ -11,10 +11,10 @@ import (
 // A runner computes a stage's output watermark as the minimum over the watermarks of all its
 // restrictions and its input. Prism takes a splittable stage's output watermark from the
 // residuals of the last bundle it finished, even past its input watermark. Each shard is its
-// own bundle there, so a shard that is caught up or idle moved the read's watermark past a
-// shard still reading its backlog, past a child shard waiting for its parents, and past
-// discovery's last poll: a GroupByKey downstream dropped those shards' records as late
-// (1,305 of 1,515 in TestReadWindowsKeepTheRecordsOfALaggingShard).
+// own bundle there, so a shard that is caught up or idle would move the read's watermark
+// past a shard still reading its backlog, past a child shard waiting for its parents, and
+// past discovery's last poll, and a GroupByKey downstream would drop those shards' records
+// as late (TestReadWindowsKeepTheRecordsOfALaggingShard).
 //
 // So a reader restriction reports, as its watermark, the minimum of its own and of those of
 // the read's other restrictions this process ran lately, discovery's and the shards
