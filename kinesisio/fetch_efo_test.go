@@ -43,7 +43,7 @@ func waitSubs(t *testing.T, srv *kinesistest.Server, what string, cond func([]ki
 // while first), then reads again with the same name, which must reuse that consumer.
 func TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords(t *testing.T) {
 	const stream = "efo-bounded"
-	srv := startServer(t, stream, 3, kinesistest.WithConsumerActivationDelay(300*time.Millisecond))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 3), kinesistest.WithConsumerActivationDelay(300*time.Millisecond))
 	w := newWorkload(t, "b", 3000, 200, 10)
 	putAll(t, srv.Client(), stream, w.entries)
 	want := expected(t, srv, stream, w.aggregates, nil)
@@ -98,7 +98,7 @@ func TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords(t *testing
 // subscription, so each shard is subscribed once.
 func TestReadWithEnhancedFanOutFollowsSplitAndMergeReadingEveryRecordOnce(t *testing.T) {
 	const stream = "efo-reshard"
-	srv := startServer(t, stream, 3)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 3))
 	arn, err := srv.RegisterConsumer(stream, "pre-registered")
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestEnhancedFanOutResumePositions(t *testing.T) {
 func TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetime(t *testing.T) {
 	const stream = "efo-latest"
 	const lifetime = 5500 * time.Millisecond
-	srv := startServer(t, stream, 2, kinesistest.WithSubscriptionLifetime(lifetime))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2), kinesistest.WithSubscriptionLifetime(lifetime))
 	client := srv.Client()
 	putAll(t, client, stream, newWorkload(t, "old", 50, 0, 0).entries)
 
@@ -283,7 +283,7 @@ func TestEnhancedFanOutOptions(t *testing.T) {
 // new records.
 func TestReadWithEnhancedFanOutFromLatestFollowsASplit(t *testing.T) {
 	const stream = "efo-latest-split"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	client := srv.Client()
 	putAll(t, client, stream, newWorkload(t, "old", 20, 0, 0).entries)
 
@@ -363,7 +363,7 @@ func TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart(t *testing.T) {
 // 5-second window after the previous iteration's.
 func BenchmarkReadBoundedEnhancedFanOutVsPolling(b *testing.B) {
 	const stream, records, shards = "bench-efo", 100000, 2
-	srv := startServer(b, stream, shards)
+	srv := kinesistest.StartT(b, kinesistest.WithStream(stream, shards))
 	var entries []types.PutRecordsRequestEntry
 	payload := make([]byte, 1024)
 	for i := range records {

@@ -32,20 +32,6 @@ func canonicalRecord(r Record) string {
 		r.Aggregated, r.ApproximateArrivalTimestamp.UnixMilli(), r.Data)
 }
 
-// startServer starts a test server with one stream of shards shards.
-func startServer(t testing.TB, stream string, shards int, opts ...kinesistest.Option) *kinesistest.Server {
-	t.Helper()
-	srv, err := kinesistest.Start(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, shards); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
-
 // onDataLoss is the read option of the data-loss rule fail: none for the default, which
 // fails the read, and WithSkipOnDataLoss otherwise.
 func onDataLoss(fail bool) []ReadOption {

@@ -45,7 +45,7 @@ func waitCommitted(t *testing.T, dyn, table string, shards ...string) string {
 // goes on as if alone: it reads every record exactly once and keeps the leases.
 func TestASecondJobRefusesATableWhoseOwnerIsAlive(t *testing.T) {
 	const stream, table = "refuse", "positions"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	dyn := startDynalite(t)
 	client := srv.Client()
 	write := func(prefix string) { putAll(t, client, stream, newWorkload(t, prefix, 40, 0, 0).entries) }
@@ -90,7 +90,7 @@ func TestASecondJobRefusesATableWhoseOwnerIsAlive(t *testing.T) {
 // at each shard's last record, held by the second job.
 func TestASecondJobTakesTheLeasesOverAndTheFirstStops(t *testing.T) {
 	const stream, table = "takeover", "positions"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	dyn := startDynalite(t)
 	client := srv.Client()
 	write := func(prefix string) { putAll(t, client, stream, newWorkload(t, prefix, 40, 0, 0).entries) }

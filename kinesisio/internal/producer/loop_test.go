@@ -28,7 +28,7 @@ func (a *timedPuts) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput,
 }
 
 func TestRecordsGoOutWhenTheirBufferedTimeIsUp(t *testing.T) {
-	srv := startServer(t, "timed", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("timed", 1))
 	cfg := testConfig("timed", true)
 	cfg.MaxBufferedTime = 200 * time.Millisecond
 	api := &timedPuts{API: srv.Client(func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })}
@@ -69,7 +69,7 @@ func TestRateLimiterKeepsAHealthyStreamFromThrottling(t *testing.T) {
 		wantThrottled bool
 	}{{100, false}, {0, true}} {
 		t.Run(fmt.Sprint("rate limit ", tc.percent, "%"), func(t *testing.T) {
-			srv := startServer(t, "rate", 1, kinesistest.WithLimits())
+			srv := kinesistest.StartT(t, kinesistest.WithStream("rate", 1), kinesistest.WithLimits())
 			cfg := testConfig("rate", false)
 			cfg.RateLimitPercent = tc.percent
 			p := newProducer(t, srv, cfg)

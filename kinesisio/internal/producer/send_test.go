@@ -18,7 +18,7 @@ import (
 func TestFaultsAndThrottlingLoseNothing(t *testing.T) {
 	for _, aggregate := range []bool{true, false} {
 		t.Run(fmt.Sprint("aggregate=", aggregate), func(t *testing.T) {
-			srv := startServer(t, "faults", 2, kinesistest.WithLimits(), kinesistest.WithFaults(kinesistest.Faults{
+			srv := kinesistest.StartT(t, kinesistest.WithStream("faults", 2), kinesistest.WithLimits(), kinesistest.WithFaults(kinesistest.Faults{
 				Seed: 7, PutEntryThrottleRate: 0.15, PutEntryInternalFailureRate: 0.15, ServerErrorRate: 0.1,
 				Operations: []string{"PutRecords"}}))
 			cfg := testConfig("faults", aggregate)
@@ -46,7 +46,7 @@ func TestFaultsAndThrottlingLoseNothing(t *testing.T) {
 }
 
 func TestRetriesRunningOutReportEveryRecord(t *testing.T) {
-	srv := startServer(t, "out", 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 2))
 	// 80% of entries fail on every attempt; with one retry about two thirds of the
 	// records run out of retries and are reported, the rest are written.
 	srv.SetFaults(kinesistest.Faults{Seed: 3, PutEntryThrottleRate: 0.6, PutEntryInternalFailureRate: 0.2, Operations: []string{"PutRecords"}})
@@ -90,7 +90,7 @@ func TestRetriesRunningOutReportEveryRecord(t *testing.T) {
 }
 
 func TestWholeRequestFailureFailsItsRecords(t *testing.T) {
-	srv := startServer(t, "fatal", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("fatal", 1))
 	cfg := testConfig("fatal", false)
 	p := newProducer(t, srv, cfg)
 	putAll(t, p, 0, 10)
@@ -114,7 +114,7 @@ func TestWholeRequestFailureFailsItsRecords(t *testing.T) {
 }
 
 func TestLostResponsesDuplicateButLoseNothing(t *testing.T) {
-	srv := startServer(t, "lost", 2, kinesistest.WithFaults(kinesistest.Faults{Seed: 4,
+	srv := kinesistest.StartT(t, kinesistest.WithStream("lost", 2), kinesistest.WithFaults(kinesistest.Faults{Seed: 4,
 		DropConnectionRate: 0.1, DropAfterProcessingRate: 0.1, Operations: []string{"PutRecords"}}))
 	cfg := testConfig("lost", true)
 	cfg.Limits.MaxAggregateRecords = 20
