@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
 
@@ -17,7 +18,7 @@ import (
 // stream's name.
 func TestStreamARNWriteAndReadBounded(t *testing.T) {
 	const n = 2000
-	srv := startStream(t, "by-arn", 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("by-arn", 2))
 	arn := srv.StreamARN("by-arn")
 	p, s := beam.NewPipelineWithRoot()
 	passert.Empty(s, Write(s, arn, generated(s, n), to(srv, WithoutAggregation())...))

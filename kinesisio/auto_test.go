@@ -38,26 +38,12 @@ func autoMessage(i int) Message {
 	return m
 }
 
-// startAutoStream starts a server with an on-demand stream that distributes records itself.
-func startAutoStream(t *testing.T, stream string, shards int) *kinesistest.Server {
-	t.Helper()
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateOnDemandStream(stream, shards, types.RecordDistributionStrategyAuto); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
-
 // Write to an AUTO stream never aggregates, even with aggregation on (the default), and
 // takes messages without a partition key: the stream holds each message exactly once as a
 // record of its own, which a KCL consumer keeps on whatever shard it lands.
 func TestWriteToAnAutoStreamWritesRecordsOfTheirOwn(t *testing.T) {
 	const n = 3000
-	srv := startAutoStream(t, "auto", 4)
+	srv := kinesistest.StartT(t, kinesistest.WithOnDemandStream("auto", 4, types.RecordDistributionStrategyAuto))
 	p, s := beam.NewPipelineWithRoot()
 	msgs := beam.ParDo(s, &autoMessagesFn{N: n}, beam.Impulse(s))
 	passert.Empty(s, Write(s, "auto", msgs, to(srv)...))
@@ -88,7 +74,7 @@ func TestWriteToAnAutoStreamWritesRecordsOfTheirOwn(t *testing.T) {
 // range, which on an AUTO stream no other shard has.
 func TestReadOfAnAutoStreamKeepsEveryRecord(t *testing.T) {
 	const stream = "auto"
-	srv := startAutoStream(t, stream, 4)
+	srv := kinesistest.StartT(t, kinesistest.WithOnDemandStream(stream, 4, types.RecordDistributionStrategyAuto))
 	w := newWorkload(t, "a", 200, 40, 5)
 	for i := range 100 {
 		w.entries = append(w.entries, types.PutRecordsRequestEntry{Data: []byte(fmt.Sprintf("a keyless %d", i))})

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // Load of BenchmarkBacklogWhileAProducerOutrunsTheReader: the producer puts
@@ -102,7 +104,7 @@ func (r backlogResult) signedMedian() float64 {
 func runBacklogBench(b *testing.B, d time.Duration, opts ...ReadOption) backlogResult {
 	b.Helper()
 	const stream = "backlog-bench"
-	srv := startServer(b, stream, 1)
+	srv := kinesistest.StartT(b, kinesistest.WithStream(stream, 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	produced := make(chan int, 1)

@@ -152,11 +152,6 @@ func leased(ctx context.Context, cp *checkpoint.Checkpointer, ds []shardDescript
 	return out, read, nil
 }
 
-// tableToken is t as the checkpoint engine commits it.
-func (t commitToken) tableToken() checkpoint.Token {
-	return checkpoint.Token{Stream: t.Stream, ShardID: t.ShardID, Seq: t.Seq, Sub: t.Sub, Records: t.Records, EndMs: t.EndMs}
-}
-
 // holdForTable keeps the reader off d while the table says not to read it: while a parent
 // is not at SHARD_END (checked until it is, at most every WithPollInterval), or for good
 // once another job took the lease over.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/javacoder"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // internalValues are values of the connector's internal types as they occur in a read: a
@@ -208,7 +209,7 @@ func TestValuesSurviveAJavaRunner(t *testing.T) {
 // that survives a Java runner, where nil would not).
 func TestReadEmitsEmptyDataAsEmptySlices(t *testing.T) {
 	const stream = "empty-data"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	agg := kpl.NewAggregator(51200, 10)
 	for _, u := range []kpl.UserRecord{{PartitionKey: "a", Data: nil}, {PartitionKey: "b", Data: []byte("b")}} {
 		if err := agg.Add(u); err != nil {

@@ -32,21 +32,10 @@ func init() {
 	beam.RegisterCoder(reflect.TypeOf((*commitToken)(nil)).Elem(), encodeCommitToken, decodeCommitToken)
 }
 
-// commitToken is the position one shard reader call reached: the last user record it
-// claimed (Seq, Sub), or SHARD_END. Records is how many user records the call claimed;
-// EndMs is when the call ended, for the commit lag. MaxEventMs is the latest event time of
-// the records it covers that the call emitted (for a call that emitted none, the shard's
-// watermark): a held commit (commit_held.go) writes the token once the windows up to it were
-// written.
-type commitToken struct {
-	Stream     string
-	ShardID    string
-	Seq        string
-	Sub        int64
-	Records    int64
-	EndMs      int64
-	MaxEventMs int64
-}
+// commitToken is the position one shard reader call reached, as the checkpoint engine
+// commits it (checkpoint.Token, whose doc says what its fields hold). Its coder is the wire
+// format below: the token crosses a Reshuffle, and Java runners pass it through as bytes.
+type commitToken = checkpoint.Token
 
 // Format versions of the commit token: v2 added MaxEventMs.
 const (
@@ -82,10 +71,6 @@ func decodeCommitToken(b []byte) (commitToken, error) {
 	return t, r.Err()
 }
 
-func (t commitToken) position() leasetable.Position {
-	return leasetable.Position{Seq: t.Seq, Sub: t.Sub}
-}
-
 // commitSpec is what commitFn needs: the Kinesis client's region and credentials (the
 // table's too) and the table. Bounded says the read ends (ReadBounded): its bundles wait
 // for the positions the table could not take (internal/checkpoint) before they finish.
@@ -116,7 +101,7 @@ type commitFn struct {
 	Spec commitSpec
 
 	cp      *checkpoint.Checkpointer
-	pending map[string]commitToken
+	pending map[streamShard]commitToken
 }
 
 // Setup opens the checkpoint table.
@@ -126,7 +111,7 @@ func (fn *commitFn) Setup(ctx context.Context) error {
 
 // StartBundle starts with nothing to write.
 func (fn *commitFn) StartBundle(context.Context) {
-	fn.pending = map[string]commitToken{}
+	fn.pending = map[streamShard]commitToken{}
 }
 
 // ProcessElement keeps tok if it is its shard's furthest position in the bundle.
@@ -135,11 +120,11 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 		return err
 	}
 	if fn.pending == nil {
-		fn.pending = map[string]commitToken{}
+		fn.pending = map[streamShard]commitToken{}
 	}
-	key := tok.Stream + "/" + tok.ShardID
+	key := streamShard{stream: tok.Stream, shard: tok.ShardID}
 	prev, ok := fn.pending[key]
-	if !ok || leasetable.Compare(tok.position(), prev.position()) > 0 {
+	if !ok || leasetable.Compare(tok.Position(), prev.Position()) > 0 {
 		tok.Records += prev.Records
 		fn.pending[key] = tok
 	} else {
@@ -155,6 +140,11 @@ func (fn *commitFn) ProcessElement(ctx context.Context, tok commitToken) error {
 // bundle waits for its held positions, up to checkpoint.HeldWaitBounded. A write the table refuses
 // (validation, a deleted item, denied access) fails the bundle.
 func (fn *commitFn) FinishBundle(ctx context.Context) error {
+	if fn.cp == nil {
+		// The table was never opened (Setup failed), so ProcessElement took no token.
+		fn.pending = nil
+		return nil
+	}
 	// The shards' writes go out together: a bundle takes one DynamoDB round trip, not one
 	// per shard.
 	var wg sync.WaitGroup
@@ -164,7 +154,7 @@ func (fn *commitFn) FinishBundle(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fn.cp.Commit(ctx, tok.tableToken()); err != nil {
+			if err := fn.cp.Commit(ctx, tok); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -177,15 +167,13 @@ func (fn *commitFn) FinishBundle(ctx context.Context) error {
 		shards = append(shards, tok.ShardID)
 	}
 	fn.pending = nil
-	if fn.cp != nil {
-		reportTable(ctx, fn.cp.TakeStats())
-	}
+	reportTable(ctx, fn.cp)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kinesisio: checkpoint table %s: %d of the bundle's commits failed: %w", fn.Spec.Checkpoint.Table, len(errs), err)
 	}
-	if fn.Spec.Bounded && fn.cp != nil {
+	if fn.Spec.Bounded {
 		err := fn.cp.AwaitHeld(ctx, shards, checkpoint.HeldWaitBounded)
-		reportTable(ctx, fn.cp.TakeStats())
+		reportTable(ctx, fn.cp)
 		return err
 	}
 	return nil

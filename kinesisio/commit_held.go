@@ -337,10 +337,10 @@ func (fn *heldCommitFn) ProcessElement(ctx context.Context, sp state.Provider, t
 		return err
 	}
 	if tok.Seq == leasetable.ShardEnd {
-		if err := fn.cp.PrepareShardEnd(ctx, tok.tableToken()); err != nil {
+		if err := fn.cp.PrepareShardEnd(ctx, tok); err != nil {
 			return err
 		}
-		reportTable(ctx, fn.cp.TakeStats())
+		reportTable(ctx, fn.cp)
 	}
 	if err := fn.Held.Add(sp, tok); err != nil {
 		return fmt.Errorf("kinesisio: holding the commit of shard %s: %w", tok.ShardID, err)
@@ -382,7 +382,7 @@ func (fn *heldCommitFn) OnTimer(ctx context.Context, _ beam.EventTime, sp state.
 	if err != nil {
 		return fmt.Errorf("kinesisio: reading the held commits of %s: %w", key, err)
 	}
-	slices.SortStableFunc(held, func(a, b commitToken) int { return leasetable.Compare(a.position(), b.position()) })
+	slices.SortStableFunc(held, func(a, b commitToken) int { return leasetable.Compare(a.Position(), b.Position()) })
 	var commit commitToken
 	n := 0
 	for n < len(held) && fn.Cut.readyMs(held[n].MaxEventMs) <= due {
@@ -392,16 +392,16 @@ func (fn *heldCommitFn) OnTimer(ctx context.Context, _ beam.EventTime, sp state.
 		n++
 	}
 	if n > 0 {
-		if err := fn.cp.Commit(ctx, commit.tableToken()); err != nil {
+		if err := fn.cp.Commit(ctx, commit); err != nil {
 			return fmt.Errorf("kinesisio: checkpoint table %s: the held commit failed: %w", fn.Spec.Checkpoint.Table, err)
 		}
 		if fn.Spec.Bounded {
 			if err := fn.cp.AwaitHeld(ctx, []string{commit.ShardID}, checkpoint.HeldWaitBounded); err != nil {
-				reportTable(ctx, fn.cp.TakeStats())
+				reportTable(ctx, fn.cp)
 				return err
 			}
 		}
-		reportTable(ctx, fn.cp.TakeStats())
+		reportTable(ctx, fn.cp)
 	}
 	rest := held[n:]
 	if err := fn.Held.Clear(sp); err != nil {

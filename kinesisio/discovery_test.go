@@ -10,6 +10,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // TestDiscoveryEmitsEachShardOnceWithThePreviousPollAsEventTime drives discovery directly:
@@ -18,8 +20,9 @@ import (
 // then), and the watermark is the start of the last completed poll.
 func TestDiscoveryEmitsEachShardOnceWithThePreviousPollAsEventTime(t *testing.T) {
 	const stream = "discovery"
-	srv := startServer(t, stream, 2)
-	// Polls back to back: the interval only paces them (pacing_test.go tests that).
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
+	// Polls back to back: the interval only paces them
+	// (TestDiscoveryPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes tests that).
 	cfg := buildConfig(targetRead, connect(srv, WithStartingPosition(TrimHorizon()), WithDescribeShardInterval(time.Millisecond)))
 	fn := &discoverFn{Spec: newDiscoverySpec(stream, cfg)}
 	ctx := context.Background()

@@ -65,7 +65,7 @@ func assertKind(t *testing.T, err, want error, says ...string) {
 }
 
 func TestAMissingStreamIsErrStreamNotFound(t *testing.T) {
-	srv := startServer(t, "real", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("real", 1))
 	ctx := t.Context()
 	err := boundedRead(ctx, "missing", connect(srv))
 	assertKind(t, err, ErrStreamNotFound, "listing the shards of stream missing", "ResourceNotFoundException")
@@ -82,7 +82,7 @@ func TestNoCredentialsIsErrNoCredentials(t *testing.T) {
 		"AWS_CONTAINER_CREDENTIALS_FULL_URI": "", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "", "AWS_WEB_IDENTITY_TOKEN_FILE": ""} {
 		t.Setenv(k, v)
 	}
-	srv := startServer(t, "real", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("real", 1))
 	err := boundedRead(t.Context(), "real", serverOptions(srv, "us-east-1"))
 	assertKind(t, err, ErrNoCredentials, "listing the shards of stream real", "get credentials")
 	if n := srv.CallCount("ListShards"); n != 0 {
@@ -92,7 +92,7 @@ func TestNoCredentialsIsErrNoCredentials(t *testing.T) {
 
 func TestRefusedCredentialsAreErrAccessDenied(t *testing.T) {
 	expired := kinesistest.Credential{AccessKeyID: "ASIAEXPIRED", SecretAccessKey: "expired-secret", SessionToken: "expired-token", Expires: time.Now().Add(-time.Minute)}
-	srv := startServer(t, "real", 1, kinesistest.WithRegion("eu-west-1"), kinesistest.WithCredentials(kinesistest.TestCredential, expired))
+	srv := kinesistest.StartT(t, kinesistest.WithStream("real", 1), kinesistest.WithRegion("eu-west-1"), kinesistest.WithCredentials(kinesistest.TestCredential, expired))
 	key := WithStaticCredentials(kinesistest.TestCredential.AccessKeyID, kinesistest.TestCredential.SecretAccessKey)
 	for _, c := range []struct {
 		name, code string
@@ -119,7 +119,7 @@ func TestRefusedCredentialsAreErrAccessDenied(t *testing.T) {
 
 func TestAStreamAtItsConsumerLimitIsErrConsumerLimit(t *testing.T) {
 	const stream = "full"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	for i := range consumersPerStream {
 		if _, err := srv.RegisterConsumer(stream, fmt.Sprintf("app-%d", i)); err != nil {
 			t.Fatal(err)
@@ -138,7 +138,7 @@ func TestATrimmedPositionIsErrDataLoss(t *testing.T) {
 
 func TestALeaseHeldByALiveOwnerIsErrLeaseHeld(t *testing.T) {
 	const stream, table, shard = "leased", "held-positions", "shardId-000000000000"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	dyn := startDynalite(t)
 	ctx := t.Context()
 	tab := leasetable.New(emulatorsDynamoDB(dyn), table)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -23,17 +24,21 @@ const (
 	// idleEventWait is how long an unbounded reader that is caught up waits for the next
 	// event before it checkpoints, leaving the subscription open, and idleResumeDelay is
 	// when it asks to be resumed. A reader that held its call for the whole
-	// WithMaxFetchTime would hold back the other shards a runner puts in the same bundle:
-	// Prism processes a bundle's elements one after the other, so with 4 shards in 2
-	// bundles each shard was read half the time and its records waited up to a second.
-	// Events that arrive while the subscription is parked wait in it for the next call.
+	// WithMaxFetchTime would hold back the other shards a runner puts in the same bundle,
+	// which Prism processes one after the other
+	// (TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed). Events that arrive while
+	// the subscription is parked wait in it for the next call.
 	idleEventWait   = 10 * time.Millisecond
 	idleResumeDelay = 50 * time.Millisecond
 )
 
+// dropSubscriptions makes every call close its subscription when it ends instead of
+// leaving it open for the call that resumes it on this worker. Only tests set it.
+var dropSubscriptions atomic.Bool
+
 // subscriber is the fetcher that reads a SubscribeToShard event stream (enhanced fan-out).
 // An unbounded call that checkpoints leaves its subscription open in the worker's
-// subscription cache (subscriptions.go) for the call that resumes at exactly that position;
+// subscription cache (fetch_efo_subscriptions.go) for the call that resumes at exactly that position;
 // a caught-up call returns to the runner once no event follows within idleEventWait, so
 // that it does not hold the other shards of its bundle.
 type subscriber struct {
@@ -44,6 +49,13 @@ type subscriber struct {
 	shardKey string
 	// reuse says subscriptions are left open for the next call (not for bounded reads).
 	reuse bool
+	// start is where the shard is first subscribed: the call's start, or the trim horizon
+	// after data loss (checkStart).
+	start shardRestriction
+	// reopened and skip are for the next batch (fetched): a subscription was opened anew,
+	// and the records up to skip were claimed before it.
+	reopened bool
+	skip     *recordPosition
 
 	started bool
 	sub     *subscription
@@ -66,7 +78,7 @@ func (r *shardReader) newSubscriber(ctx context.Context, st *readState) (*subscr
 	if err != nil {
 		return nil, err
 	}
-	s := &subscriber{r: r, st: st, arn: arn, shardKey: r.subscriptionKey(arn, st.d), reuse: !st.bounded && !r.spec.NoSubscriptionReuse}
+	s := &subscriber{r: r, st: st, arn: arn, shardKey: r.subscriptionKey(arn, st.d), start: st.rest, reuse: !st.bounded && !dropSubscriptions.Load()}
 	if !st.bounded {
 		s.deadlineTimer = time.NewTimer(r.spec.MaxFetchTime)
 		s.deadline = s.deadlineTimer.C
@@ -97,7 +109,7 @@ func (s *subscriber) next(ctx context.Context) (fetched, error) {
 			subscriptionsReused.Inc(ctx, 1)
 			s.cont = s.sub.cont
 		} else {
-			if err := r.checkStart(ctx, st); err != nil {
+			if err := r.checkStart(ctx, st.d, &s.start); err != nil {
 				return r.readError(ctx, st, s.arn, err)
 			}
 			if st.rest.Claimed == 0 && st.rest.VerifiedMs == 0 {
@@ -163,15 +175,15 @@ func (s *subscriber) next(ctx context.Context) (fetched, error) {
 		}
 		s.last, s.received = ev, received
 		b := fetched{
-			records:      ev.Records,
-			counted:      counted,
-			millisBehind: ev.MillisBehindLatest,
-			lagMs:        eventLagMs(ev, time.Now()),
-			at:           received,
-			caughtUpAt:   caughtUpAt,
-			caughtUp:     caughtUp,
-			shardEnd:     ev.ContinuationSequenceNumber == nil,
+			records:  ev.Records,
+			reopened: s.reopened,
+			skip:     s.skip,
+			counted:  counted,
+			at:       received,
+			tip:      tip{millisBehind: ev.MillisBehindLatest, lagMs: eventLagMs(ev, time.Now()), caughtUp: caughtUp, caughtUpAt: caughtUpAt},
+			shardEnd: ev.ContinuationSequenceNumber == nil,
 		}
+		s.reopened, s.skip = false, nil
 		if b.shardEnd && len(ev.ChildShards) == 0 {
 			log.Warnf(ctx, "kinesisio: the last event of %v has no continuation number and no child shards; taking it as the shard's end", st.d)
 		}
@@ -212,7 +224,7 @@ func (s *subscriber) ended(ctx context.Context) (gone bool, err error) {
 
 func (s *subscriber) consumed(b fetched) {
 	s.sub.cont = aws.ToString(s.last.ContinuationSequenceNumber)
-	s.sub.caughtUp = b.caughtUp
+	s.sub.caughtUp = b.tip.caughtUp
 	s.cont = s.sub.cont
 }
 
@@ -249,17 +261,15 @@ func (s *subscriber) close() {
 }
 
 // position is where the next subscription starts: after the last continuation number, or
-// else at the call's start moved past the records claimed in this call. It sets the records
-// to skip accordingly.
-func (s *subscriber) position() shardRestriction {
-	from := s.st.start.after(s.st.lastClaim)
+// else at the call's start moved past the records claimed in this call; skip is the last
+// record it returns that was claimed before (nil: none).
+func (s *subscriber) position() (from shardRestriction, skip *recordPosition) {
+	from = s.start.after(s.st.lastClaim)
 	if s.cont != "" {
 		from.StartKind, from.StartSeq, from.StartSub, from.StartTimeMs = startAfterSequence, s.cont, 0, 0
-		s.st.skip = nil
-		return from
+		return from, nil
 	}
-	s.st.skip = from.skipThrough()
-	return from
+	return from, from.skipThrough()
 }
 
 // subscribe opens a subscription at the reader's position. It returns no subscription and a
@@ -271,7 +281,7 @@ func (s *subscriber) subscribe(ctx context.Context) (*subscription, time.Duratio
 	if err := backoff.Sleep(ctx, subscriptions.callWait(s.shardKey)); err != nil {
 		return nil, 0, fmt.Errorf("kinesisio: subscribing to %v: %w", st.d, err)
 	}
-	from := s.position()
+	from, skip := s.position()
 	pos := from.startingPosition()
 	in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(s.arn), ShardId: aws.String(st.d.ShardID), StartingPosition: &pos}
 	// The stream outlives this call, and may outlive the ProcessElement call if it is left
@@ -298,6 +308,7 @@ func (s *subscriber) subscribe(ctx context.Context) (*subscription, time.Duratio
 		return nil, 0, fmt.Errorf("kinesisio: subscribing to %v at %s with consumer %s: %w", st.d, startingPositionString(pos), s.arn, err)
 	}
 	log.Debugf(ctx, "kinesisio: subscribed to %v at %s", st.d, startingPositionString(*in.StartingPosition))
+	s.reopened, s.skip = true, skip
 	return &subscription{shardKey: s.shardKey, cancel: cancel, stream: out.GetStream(), opened: sent}, 0, nil
 }
 

@@ -28,7 +28,7 @@ func TestReadBoundedWithEnhancedFanOutSurvivesDroppedSubscriptionsAndResourceInU
 	const stream = "efo-faults"
 	// No heartbeats: the held subscription gets no event while every event is dropped, and
 	// the reader learns it is caught up from the event that carries the backlog.
-	srv := startServer(t, stream, 2, kinesistest.WithSubscriptionHeartbeat(time.Hour))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2), kinesistest.WithSubscriptionHeartbeat(time.Hour))
 	arn, err := srv.RegisterConsumer(stream, "faults")
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T)
 	calls := map[bool]int{}
 	for _, reuse := range []bool{true, false} {
 		stream := "efo-reuse"
-		srv := startServer(t, stream, 2, kinesistest.WithResubscribeWindow(0))
+		srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2), kinesistest.WithResubscribeWindow(0))
 		w := newWorkload(t, "r", 500, 50, 5)
 		putAll(t, srv.Client(), stream, w.entries)
 		want := expected(t, srv, stream, w.aggregates, nil)
@@ -114,7 +114,7 @@ func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T)
 			WithDescribeShardInterval(100*time.Millisecond), WithMaxFetchTime(100*time.Millisecond),
 			WithMaxRecordsPerFetch(100), WithEnhancedFanOut("reuse"))
 		if !reuse {
-			opts = append(opts, withoutSubscriptionReuse())
+			withoutSubscriptionReuse(t)
 		}
 		p, s := beam.NewPipelineWithRoot()
 		passert.Equals(s, canonical(s, Read(s, stream, opts...)), anys(want)...)
@@ -149,7 +149,7 @@ func TestReadWithEnhancedFanOutKeepsSubscriptionsAcrossCheckpoints(t *testing.T)
 // has every shard subscribed at once.
 func TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed(t *testing.T) {
 	const stream = "efo-busy"
-	srv := startServer(t, stream, 4)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 4))
 	p, s := beam.NewPipelineWithRoot()
 	recs := Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithMaxReadTime(5*time.Second),
 		WithMaxFetchTime(time.Hour), WithEnhancedFanOut("busy"))...)
@@ -211,7 +211,7 @@ func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
 				// Every checkpoint subscribes again, at most once a second per shard.
 				shards, w = 1, newWorkload(t, "ec", 5, 8, 5)
 			}
-			srv := startServer(t, stream, shards, kinesistest.WithResubscribeWindow(0))
+			srv := kinesistest.StartT(t, kinesistest.WithStream(stream, shards), kinesistest.WithResubscribeWindow(0))
 			putAll(t, srv.Client(), stream, w.entries)
 			want := expected(t, srv, stream, w.aggregates, nil)
 
@@ -219,7 +219,7 @@ func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
 				WithMaxReadTime(1500*time.Millisecond), WithDescribeShardInterval(100*time.Millisecond),
 				WithEnhancedFanOut("checkpoints"))
 			if !reuse {
-				opts = append(opts, withoutSubscriptionReuse())
+				withoutSubscriptionReuse(t)
 			}
 			p, s := beam.NewPipelineWithRoot()
 			passert.Equals(s, canonical(s, Read(s, stream, opts...)), anys(want)...)
@@ -253,7 +253,7 @@ func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
 func TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints(t *testing.T) {
 	const stream = "efo-faults-streaming"
 	// Heartbeats every 50ms give the faults many frames to fall before.
-	srv := startServer(t, stream, 2, kinesistest.WithResubscribeWindow(0), kinesistest.WithSubscriptionHeartbeat(50*time.Millisecond))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2), kinesistest.WithResubscribeWindow(0), kinesistest.WithSubscriptionHeartbeat(50*time.Millisecond))
 	w := newWorkload(t, "ef", 400, 40, 5)
 	putAll(t, srv.Client(), stream, w.entries)
 	want := expected(t, srv, stream, w.aggregates, nil)
@@ -282,7 +282,7 @@ func TestReadWithEnhancedFanOutSurvivesFaultsWithCheckpoints(t *testing.T) {
 // saying so, instead of resubscribing forever.
 func TestReadWithEnhancedFanOutFailsWhenSubscriptionsNeverDeliver(t *testing.T) {
 	const stream = "efo-never"
-	srv := startServer(t, stream, 1, kinesistest.WithResubscribeWindow(0))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithResubscribeWindow(0))
 	srv.SetFaults(kinesistest.Faults{Seed: 3, SubscriptionDropRate: 1, Operations: []string{"SubscribeToShard"}})
 	p, s := beam.NewPipelineWithRoot()
 	Read(s, stream, connect(srv, WithStartingPosition(TrimHorizon()), WithEnhancedFanOut("never"),

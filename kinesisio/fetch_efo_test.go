@@ -20,13 +20,12 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
-// withoutSubscriptionReuse closes every subscription at the end of its ProcessElement call,
-// to measure what keeping them open saves.
-func withoutSubscriptionReuse() ReadOption {
-	return readOnly{option{name: "withoutSubscriptionReuse", apply: func(c *config) error {
-		c.read.noSubscriptionReuse = true
-		return nil
-	}}}
+// withoutSubscriptionReuse makes every subscription close at the end of its ProcessElement
+// call until the test ends, as for a residual resumed on another worker, to measure what
+// keeping them open saves.
+func withoutSubscriptionReuse(t *testing.T) {
+	dropSubscriptions.Store(true)
+	t.Cleanup(func() { dropSubscriptions.Store(false) })
 }
 
 // waitSubs waits until cond holds for the server's open subscriptions.
@@ -44,7 +43,7 @@ func waitSubs(t *testing.T, srv *kinesistest.Server, what string, cond func([]ki
 // while first), then reads again with the same name, which must reuse that consumer.
 func TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords(t *testing.T) {
 	const stream = "efo-bounded"
-	srv := startServer(t, stream, 3, kinesistest.WithConsumerActivationDelay(300*time.Millisecond))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 3), kinesistest.WithConsumerActivationDelay(300*time.Millisecond))
 	w := newWorkload(t, "b", 3000, 200, 10)
 	putAll(t, srv.Client(), stream, w.entries)
 	want := expected(t, srv, stream, w.aggregates, nil)
@@ -99,7 +98,7 @@ func TestReadBoundedWithEnhancedFanOutReturnsExactlyTheWrittenRecords(t *testing
 // subscription, so each shard is subscribed once.
 func TestReadWithEnhancedFanOutFollowsSplitAndMergeReadingEveryRecordOnce(t *testing.T) {
 	const stream = "efo-reshard"
-	srv := startServer(t, stream, 3)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 3))
 	arn, err := srv.RegisterConsumer(stream, "pre-registered")
 	if err != nil {
 		t.Fatal(err)
@@ -166,13 +165,14 @@ func TestEnhancedFanOutResumePositions(t *testing.T) {
 		{"after a whole record", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 4}, Last: true}, "", types.ShardIteratorTypeAfterSequenceNumber, seq, &recordPosition{Seq: seq, Sub: maxSubSequence}},
 		{"continuation", &recordClaim{Pos: recordPosition{Seq: seq, Sub: 2}}, "49590338271490256608559692538361571095921575989136588899", types.ShardIteratorTypeAfterSequenceNumber, "49590338271490256608559692538361571095921575989136588899", nil},
 	} {
-		st := &readState{start: rest, lastClaim: tc.last}
-		p := (&subscriber{st: st, cont: tc.cont}).position().startingPosition()
+		st := &readState{rest: rest, lastClaim: tc.last}
+		from, skip := (&subscriber{st: st, start: rest, cont: tc.cont}).position()
+		p := from.startingPosition()
 		if p.Type != tc.wantType || aws.ToString(p.SequenceNumber) != tc.wantSeq {
 			t.Errorf("%s: position %s, want %s %s", tc.name, startingPositionString(p), tc.wantType, tc.wantSeq)
 		}
-		if (st.skip == nil) != (tc.wantSkip == nil) || (st.skip != nil && *st.skip != *tc.wantSkip) {
-			t.Errorf("%s: skip %v, want %v", tc.name, st.skip, tc.wantSkip)
+		if (skip == nil) != (tc.wantSkip == nil) || (skip != nil && *skip != *tc.wantSkip) {
+			t.Errorf("%s: skip %v, want %v", tc.name, skip, tc.wantSkip)
 		}
 
 		tr := newShardTracker(rest)
@@ -201,7 +201,7 @@ func TestEnhancedFanOutResumePositions(t *testing.T) {
 func TestReadWithEnhancedFanOutFromLatestOnIdleShardsResubscribesAfterTheLifetime(t *testing.T) {
 	const stream = "efo-latest"
 	const lifetime = 5500 * time.Millisecond
-	srv := startServer(t, stream, 2, kinesistest.WithSubscriptionLifetime(lifetime))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2), kinesistest.WithSubscriptionLifetime(lifetime))
 	client := srv.Client()
 	putAll(t, client, stream, newWorkload(t, "old", 50, 0, 0).entries)
 
@@ -283,7 +283,7 @@ func TestEnhancedFanOutOptions(t *testing.T) {
 // new records.
 func TestReadWithEnhancedFanOutFromLatestFollowsASplit(t *testing.T) {
 	const stream = "efo-latest-split"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	client := srv.Client()
 	putAll(t, client, stream, newWorkload(t, "old", 20, 0, 0).entries)
 
@@ -363,7 +363,7 @@ func TestReadBoundedWithEnhancedFanOutHandlesATrimmedStart(t *testing.T) {
 // 5-second window after the previous iteration's.
 func BenchmarkReadBoundedEnhancedFanOutVsPolling(b *testing.B) {
 	const stream, records, shards = "bench-efo", 100000, 2
-	srv := startServer(b, stream, shards)
+	srv := kinesistest.StartT(b, kinesistest.WithStream(stream, shards))
 	var entries []types.PutRecordsRequestEntry
 	payload := make([]byte, 1024)
 	for i := range records {

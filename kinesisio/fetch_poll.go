@@ -30,9 +30,16 @@ type poller struct {
 	st  *readState
 	key shardKey
 
+	// start is where the shard is opened: the call's start, or the trim horizon after data
+	// loss (checkStart).
+	start    shardRestriction
 	opened   bool
 	iterator string
-	// next is the response being fetched ahead, if any; lastCall is when the last
+	// reopened and skip are for the next batch (fetched): the iterator was opened anew, and
+	// the records up to skip were claimed before it.
+	reopened bool
+	skip     *recordPosition
+	// ahead is the response being fetched ahead, if any; lastCall is when the last
 	// GetRecords was sent.
 	ahead       chan fetchResult
 	cancelAhead context.CancelFunc
@@ -67,7 +74,7 @@ func answerBytes(records []types.Record) int64 {
 }
 
 func (r *shardReader) newPoller(st *readState, key shardKey) *poller {
-	return &poller{r: r, st: st, key: key, cancelAhead: func() {}}
+	return &poller{r: r, st: st, key: key, start: st.rest, cancelAhead: func() {}}
 }
 
 // fetchResult is one GetRecords call, with its retries: when it was sent and when its
@@ -141,14 +148,15 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 			go func(ch chan<- fetchResult, it string) { ch <- p.fetch(actx, it) }(p.ahead, aws.ToString(out.NextShardIterator))
 		}
 		p.nextIterator = out.NextShardIterator
+		reopened, skip := p.reopened, p.skip
+		p.reopened, p.skip = false, nil
 		return fetched{
-			records:      out.Records,
-			millisBehind: out.MillisBehindLatest,
-			lagMs:        out.MillisBehindLatest,
-			at:           f.sent,
-			caughtUpAt:   f.sent,
-			caughtUp:     caughtUp,
-			shardEnd:     out.NextShardIterator == nil,
+			records:  out.Records,
+			reopened: reopened,
+			skip:     skip,
+			at:       f.sent,
+			tip:      tip{millisBehind: out.MillisBehindLatest, lagMs: out.MillisBehindLatest, caughtUp: caughtUp, caughtUpAt: f.sent},
+			shardEnd: out.NextShardIterator == nil,
 		}, nil
 	}
 }
@@ -202,29 +210,29 @@ func (p *poller) open(ctx context.Context) error {
 		iteratorsReused.Inc(ctx, 1)
 		return nil
 	}
-	if err := p.r.checkStart(ctx, st); err != nil {
+	if err := p.r.checkStart(ctx, st.d, &p.start); err != nil {
 		return err
 	}
-	it, err := p.r.api.ShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
-	if st.start.latestInFuture(err) {
-		in := st.start.iteratorInput(st.d)
+	it, err := p.r.api.ShardIterator(ctx, st.d, p.start.iteratorInput(st.d))
+	if p.start.latestInFuture(err) {
+		in := p.start.iteratorInput(st.d)
 		in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeLatest, nil
 		it, err = p.r.api.ShardIterator(ctx, st.d, in)
 	}
 	var invalid *types.InvalidArgumentException
-	if _, ok := st.start.sequenceStart(); ok && errors.As(err, &invalid) {
+	if _, ok := p.start.sequenceStart(); ok && errors.As(err, &invalid) {
 		// Some servers refuse an iterator at a trimmed sequence number.
-		if lost, perr := p.r.startTrimmed(ctx, st.d, st.start.StartSeq); perr == nil && lost != "" {
-			if err := p.r.onDataLoss(ctx, st, lost); err != nil {
+		if lost, perr := p.r.startTrimmed(ctx, st.d, p.start.StartSeq); perr == nil && lost != "" {
+			if err := p.r.onDataLoss(ctx, st.d, &p.start, lost); err != nil {
 				return err
 			}
-			it, err = p.r.api.ShardIterator(ctx, st.d, st.start.iteratorInput(st.d))
+			it, err = p.r.api.ShardIterator(ctx, st.d, p.start.iteratorInput(st.d))
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("kinesisio: opening %v at %s: %w", st.d, st.start.startString(), err)
+		return fmt.Errorf("kinesisio: opening %v at %s: %w", st.d, p.start.startString(), err)
 	}
-	p.iterator = it
+	p.iterator, p.reopened, p.skip = it, true, p.start.skipThrough()
 	if st.rest.Claimed == 0 && st.rest.VerifiedMs == 0 {
 		log.Infof(ctx, "kinesisio: opened %v at %s", st.d, st.rest.startString())
 	} else {
@@ -237,11 +245,11 @@ func (p *poller) open(ctx context.Context) error {
 // or, if none was, where the iterator was first opened.
 func (p *poller) renew(ctx context.Context) error {
 	st := p.st
-	from := st.start.after(st.lastClaim)
+	from := p.start.after(st.lastClaim)
 	it, err := p.r.api.ShardIterator(ctx, st.d, from.iteratorInput(st.d))
 	if err != nil {
 		return fmt.Errorf("kinesisio: renewing the iterator of %v at %s: %w", st.d, from.startString(), err)
 	}
-	p.iterator, st.skip = it, from.skipThrough()
+	p.iterator, p.reopened, p.skip = it, true, from.skipThrough()
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 	"github.com/beamkinesis/beamkinesis/testing/childjob"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 func init() {
@@ -152,7 +153,7 @@ func TestWindowedJobLosesNothingWhenKilled(t *testing.T) {
 
 func testWindowedJobKilled(t *testing.T, consumer string) {
 	stream, table := "held", "held-positions-"+consumer
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	dyn := startDynalite(t)
 	client := srv.Client()
 	var n atomic.Int64
@@ -258,7 +259,7 @@ func ledger(all []string, written ...[]string) (lost []string, dups int) {
 // read yet late).
 func TestCommitTokensHoldTheWatermarkAtTheirRecords(t *testing.T) {
 	const stream = "tokens"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	dyn := startDynalite(t)
 	put := func(prefix string) int64 {
 		putAll(t, srv.Client(), stream, newWorkload(t, prefix, 5, 0, 0).entries)

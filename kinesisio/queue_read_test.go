@@ -38,14 +38,7 @@ func (fn *collectQueueFn) ProcessElement(r QueueRecord) {
 // records "r0".. put, and returns it with the queue's ARN and the records' data, sorted.
 func queueServer(t *testing.T, n int, cfg kinesistest.QueueConfig) (*kinesistest.Server, string, []string) {
 	t.Helper()
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateOnDemandStream("s", 2, ""); err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, kinesistest.WithOnDemandStream("s", 2, ""))
 	arn, err := srv.CreateQueue("q", "s", cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -171,16 +171,9 @@ func TestQueueDeduplicationOption(t *testing.T) {
 // acknowledgement is reported successful, and the record comes back after its visibility
 // timeout. With deduplication the pipeline sees each record once.
 func TestReadQueueDeduplicatesRedeliveriesAfterAcknowledgement(t *testing.T) {
-	srv, err := kinesistest.Start(kinesistest.WithFaults(kinesistest.Faults{
+	srv := kinesistest.StartT(t, kinesistest.WithOnDemandStream("s", 2, ""), kinesistest.WithFaults(kinesistest.Faults{
 		QueueRedeliverAfterAckRate: 0.3, Operations: []string{"AcknowledgeQueueRecords"},
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateOnDemandStream("s", 2, ""); err != nil {
-		t.Fatal(err)
-	}
 	arn, err := srv.CreateQueue("q", "s", kinesistest.QueueConfig{})
 	if err != nil {
 		t.Fatal(err)

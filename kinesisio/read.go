@@ -212,8 +212,9 @@ func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.L
 		return cont, err
 	}
 	resumes := false
-	cp.CallStarted(tableShard(d))
-	defer func() { cp.CallEnded(d.ShardID, resumes) }()
+	ts := tableShard(d)
+	cp.CallStarted(ts)
+	defer func() { cp.CallEnded(ts, resumes) }()
 	emitRecord, cutter := tokens(cp, fn.Spec.Cut, d, emit, emitCommit)
 	cont, err := fn.reader.process(ctx, we, rt, d, emitRecord)
 	resumes = err == nil && cont != nil && cont.ShouldResume()
@@ -241,8 +242,9 @@ func (fn *readBoundedFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracke
 		_, err := fn.reader.process(ctx, nil, rt, d, emit)
 		return err
 	}
-	cp.CallStarted(tableShard(d))
-	defer cp.CallEnded(d.ShardID, false)
+	ts := tableShard(d)
+	cp.CallStarted(ts)
+	defer cp.CallEnded(ts, false)
 	emitRecord, cutter := tokens(cp, fn.Spec.Cut, d, emit, emitCommit)
 	_, err := fn.reader.process(ctx, nil, rt, d, emitRecord)
 	if err == nil {

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 func init() {
@@ -102,7 +104,7 @@ func BenchmarkReadBoundedVsGetRecordsLoop(b *testing.B) {
 
 func benchmarkReadBounded(b *testing.B, shards int) {
 	const stream, records = "bench", 400000
-	srv := startServer(b, stream, shards)
+	srv := kinesistest.StartT(b, kinesistest.WithStream(stream, shards))
 	var entries []types.PutRecordsRequestEntry
 	payload := make([]byte, 100)
 	for i := range records {

@@ -21,7 +21,7 @@ import (
 // runner-initiated splits stay on (its default): the tracker must refuse them safely.
 func TestReadCheckpointsOftenInsideAggregatesWithoutLossOrDuplicates(t *testing.T) {
 	const stream = "checkpoints"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	w := newWorkload(t, "c", 300, 60, 5)
 	putAll(t, srv.Client(), stream, w.entries)
 	want := expected(t, srv, stream, w.aggregates, nil)
@@ -57,7 +57,7 @@ func TestReadCheckpointsOftenInsideAggregatesWithoutLossOrDuplicates(t *testing.
 // operation, and must still return exactly the stored records.
 func TestReadBoundedSurvivesThrottlingExpiredIteratorsAndServerErrors(t *testing.T) {
 	const stream = "faults"
-	srv := startServer(t, stream, 3)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 3))
 	w := newWorkload(t, "f", 1500, 100, 5)
 	putAll(t, srv.Client(), stream, w.entries)
 	want := expected(t, srv, stream, w.aggregates, nil)
@@ -91,7 +91,7 @@ func TestReadBoundedSurvivesThrottlingExpiredIteratorsAndServerErrors(t *testing
 // throttling that outlasts the retries turns into a delayed resume.
 func TestReadStreamingSurvivesFaultsWithCheckpoints(t *testing.T) {
 	const stream = "faults-streaming"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	w := newWorkload(t, "fs", 400, 40, 5)
 	putAll(t, srv.Client(), stream, w.entries)
 	want := expected(t, srv, stream, w.aggregates, nil)
@@ -115,7 +115,7 @@ func TestReadStreamingSurvivesFaultsWithCheckpoints(t *testing.T) {
 // writes 5 more, returning the server and the sequence number of a trimmed record.
 func trimmedStream(t *testing.T, stream string) (*kinesistest.Server, string) {
 	clock := kinesistest.NewManualClock(time.Now().Add(-48 * time.Hour))
-	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithClock(clock))
 	client := srv.Client()
 	var trimmed string
 	put := func(prefix string) {
@@ -178,7 +178,7 @@ func TestReadSkipsATrimmedPositionWhenToldTo(t *testing.T) {
 // the tracker refuses, and the output is still exact.
 func TestReadRefusesRunnerSplitsWhileSlow(t *testing.T) {
 	const stream = "slow"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	w := newWorkload(t, "s", 20, 2, 5)
 	putAll(t, srv.Client(), stream, w.entries)
 	want := expected(t, srv, stream, w.aggregates, nil)

@@ -38,7 +38,7 @@ func TestABoundedReadWaitsOutThePropagationDelayAtItsEnd(t *testing.T) {
 		} {
 			t.Run(mode.name+"/"+c.name, func(t *testing.T) {
 				stream := "end-rule"
-				srv := startServer(t, stream, 2, kinesistest.WithReadVisibilityDelay(c.serverDelay))
+				srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2), kinesistest.WithReadVisibilityDelay(c.serverDelay))
 				w := newWorkload(t, "e", 40, 4, 5)
 				putAll(t, srv.Client(), stream, w.entries)
 				want := expected(t, srv, stream, w.aggregates, nil)

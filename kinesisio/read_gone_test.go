@@ -23,7 +23,7 @@ import (
 func expiredParent(t *testing.T, stream string) (*kinesistest.Server, shardDescriptor, string, time.Time) {
 	t.Helper()
 	clock := kinesistest.NewManualClock(time.Now().Add(-48 * time.Hour))
-	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithClock(clock))
 	client, ctx := srv.Client(), context.Background()
 	var seq string
 	var arrival time.Time
@@ -128,7 +128,7 @@ func TestReadingAShardPastRetentionEndsItOrReportsDataLoss(t *testing.T) {
 // registers the name again and waits for the new consumer to become ACTIVE.
 func TestEnhancedFanOutWaitsForADeletingConsumerOfTheSameName(t *testing.T) {
 	const stream = "efo-deleting"
-	srv := startServer(t, stream, 1, kinesistest.WithConsumerActivationDelay(time.Second))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithConsumerActivationDelay(time.Second))
 	old, err := srv.RegisterConsumer(stream, "phoenix")
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestEnhancedFanOutWaitsForADeletingConsumerOfTheSameName(t *testing.T) {
 // resubscribe or take the shard as ended.
 func TestReadWithEnhancedFanOutFailsClearlyWhenTheConsumerIsDeregistered(t *testing.T) {
 	const stream = "efo-deregistered"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	arn, err := srv.RegisterConsumer(stream, "doomed")
 	if err != nil {
 		t.Fatal(err)

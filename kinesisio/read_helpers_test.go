@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/beamkinesis/beamkinesis/kinesisio/internal/checkpoint"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
@@ -31,20 +30,6 @@ func canonicalRecord(r Record) string {
 	return fmt.Sprintf("%s|%s|%s/%d|pk=%s|ehk=%s|agg=%t|t=%d|%q",
 		r.StreamName, r.ShardID, r.SequenceNumber, r.SubSequenceNumber, r.PartitionKey, r.ExplicitHashKey,
 		r.Aggregated, r.ApproximateArrivalTimestamp.UnixMilli(), r.Data)
-}
-
-// startServer starts a test server with one stream of shards shards.
-func startServer(t testing.TB, stream string, shards int, opts ...kinesistest.Option) *kinesistest.Server {
-	t.Helper()
-	srv, err := kinesistest.Start(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, shards); err != nil {
-		t.Fatal(err)
-	}
-	return srv
 }
 
 // onDataLoss is the read option of the data-loss rule fail: none for the default, which
@@ -317,27 +302,4 @@ func writeWhileResharding(t *testing.T, client *kinesis.Client, stream string, w
 		return
 	}
 	write("during3")
-}
-
-// tableStats sums what the process's handles on checkpoint tables named table (every
-// owner, every endpoint) did since they were opened.
-func tableStats(table string) checkpoint.Stats {
-	checkpointers.mu.Lock()
-	defer checkpointers.mu.Unlock()
-	var sum checkpoint.Stats
-	for k, c := range checkpointers.m {
-		if k.table != table {
-			continue
-		}
-		s := c.Stats()
-		sum.Commits += s.Commits
-		sum.Calls += s.Calls
-		sum.ShardEnds += s.ShardEnds
-		sum.LeasesLost += s.LeasesLost
-		sum.Renewals += s.Renewals
-		sum.Unavailable += s.Unavailable
-		sum.LatencyMs = append(sum.LatencyMs, s.LatencyMs...)
-		sum.LagMs = append(sum.LagMs, s.LagMs...)
-	}
-	return sum
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/childjob"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 func init() {
@@ -80,7 +81,7 @@ func TestKilledJobChild(t *testing.T) {
 // the beginning. The duplicates are the records the killed job read after its last commit.
 func TestReadResumesAfterTheJobWasKilled(t *testing.T) {
 	const stream, table = "killed", "positions"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	dyn := startDynalite(t)
 	client := srv.Client()
 	aggs := map[string][]kpl.UserRecord{}

@@ -26,7 +26,7 @@ func TestReadA9MiBRecordByPollingAndEnhancedFanOut(t *testing.T) {
 	for _, efo := range []bool{false, true} {
 		t.Run(fmt.Sprintf("efo=%t", efo), func(t *testing.T) {
 			const stream = "large"
-			srv := startServer(t, stream, 1, kinesistest.WithLargeReadThrottle())
+			srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithLargeReadThrottle())
 			if _, err := srv.Client().UpdateMaxRecordSize(context.Background(), &kinesis.UpdateMaxRecordSizeInput{
 				StreamARN: aws.String(srv.StreamARN(stream)), MaxRecordSizeInKiB: aws.Int32(10240)}); err != nil {
 				t.Fatal(err)

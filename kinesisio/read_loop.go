@@ -39,22 +39,24 @@ type fetcher interface {
 	close()
 }
 
-// fetched is what a fetcher got: a GetRecords response, a SubscribeToShard event, or word
-// that there is nothing to read for now.
+// fetched is what a fetcher got: a GetRecords page, a SubscribeToShard event, or word that
+// there is nothing to read for now. A fetcher says what it read and what it knows about the
+// tip of the shard; the loop owns the call's position (readState) and moves it.
 type fetched struct {
 	records []types.Record
+	// reopened says the fetcher opened the shard anew for this batch (a new iterator or
+	// subscription): the records up to skip (none when nil) were claimed before it and are
+	// skipped, in this batch and the next, until one after skip comes.
+	reopened bool
+	skip     *recordPosition
 	// counted says the records were added to the shard's byte rate before: the rest of an
 	// event an earlier call stopped inside.
 	counted bool
-	// millisBehind is the MillisBehindLatest the service reported; lagMs how far behind the
-	// tip the reader is after the batch, in milliseconds of arrival time, for the backlog.
-	millisBehind *int64
-	lagMs        *int64
 	// at is when the batch was asked for or received: the processing time the watermark
-	// policies see. Every record that arrived before caughtUpAt has been delivered once the
-	// batch found the reader caught up.
-	at, caughtUpAt time.Time
-	caughtUp       bool
+	// policies see.
+	at time.Time
+	// tip is what the batch says about the tip of the shard.
+	tip tip
 	// shardEnd says the batch is the last of a closed shard; gone that the shard no longer
 	// exists (resourceGone decided so and said why).
 	shardEnd, gone bool
@@ -64,19 +66,30 @@ type fetched struct {
 	resumeIn time.Duration
 }
 
+// tip is what a batch says about the tip of the shard.
+type tip struct {
+	// millisBehind is the MillisBehindLatest the service reported; lagMs how far behind the
+	// tip the reader is after the batch, in milliseconds of arrival time, for the backlog.
+	millisBehind *int64
+	lagMs        *int64
+	// caughtUp says the batch found the reader at the tip: every record that arrived before
+	// caughtUpAt has been delivered.
+	caughtUp   bool
+	caughtUpAt time.Time
+}
+
 // pauseFor is a batch that says to read again after d.
 func pauseFor(d time.Duration) fetched { return fetched{pause: true, resumeIn: d} }
 
 // readState is what one ProcessElement call of a shard reader knows beyond its
-// restriction. Fetchers share it with the loop.
+// restriction. The loop writes it; fetchers only read it.
 type readState struct {
 	d shardDescriptor
 	// streamName is the stream's name, also when the read was given its ARN.
 	streamName string
 	hr         hashRange
-	// rest is the call's restriction; start is where the shard is opened: rest's start, or
-	// the trim horizon after data loss.
-	rest, start shardRestriction
+	// rest is the call's restriction.
+	rest shardRestriction
 	// bounded says the call reads until its restriction is done (ReadBounded).
 	bounded bool
 	// callStart is when the call began.
@@ -92,7 +105,7 @@ type readState struct {
 
 // newReadState is the state of a call that reads d from rest.
 func (r *shardReader) newReadState(d shardDescriptor, rest shardRestriction, bounded bool) *readState {
-	st := &readState{d: d, streamName: streamarn.Name(d.Stream), hr: d.hashRange(), rest: rest, start: rest,
+	st := &readState{d: d, streamName: streamarn.Name(d.Stream), hr: d.hashRange(), rest: rest,
 		skip: rest.skipThrough(), bounded: bounded, callStart: time.Now()}
 	if !bounded {
 		st.limit = r.spec.MaxRecordsPerFetch
@@ -193,11 +206,14 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 			forgetShard(key)
 			return sdf.StopProcessing(), rt.GetError()
 		}
+		if b.reopened {
+			st.skip = b.skip
+		}
 		records := b.records
 		if b.counted {
 			records = nil
 		}
-		backlog = r.observeBacklog(ctx, rt, key, records, b.lagMs)
+		backlog = r.observeBacklog(ctx, rt, key, records, b.tip.lagMs)
 
 		next, done, err := r.emitRecords(ctx, st, rt, b.records, emit)
 		if err != nil || done {
@@ -209,10 +225,10 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 			f.stopInside(b, next)
 			return checkpoint(0, dataBytes(b.records[next:]))
 		}
-		if b.millisBehind != nil {
-			millisBehindLatest.Set(ctx, *b.millisBehind)
+		if b.tip.millisBehind != nil {
+			millisBehindLatest.Set(ctx, *b.tip.millisBehind)
 		}
-		r.policy.afterRead(we, b.at, len(b.records), b.caughtUp)
+		r.policy.afterRead(we, b.at, len(b.records), b.tip.caughtUp)
 		if b.shardEnd {
 			rt.TryClaim(shardEndClaim{})
 			forgetShard(key)
@@ -220,8 +236,8 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 			return sdf.StopProcessing(), rt.GetError()
 		}
 		f.consumed(b)
-		if b.caughtUp {
-			if !rt.TryClaim(caughtUpClaim{AtMs: b.caughtUpAt.Add(-r.spec.PropagationDelay).UnixMilli()}) {
+		if b.tip.caughtUp {
+			if !rt.TryClaim(caughtUpClaim{AtMs: b.tip.caughtUpAt.Add(-r.spec.PropagationDelay).UnixMilli()}) {
 				if err := rt.GetError(); err != nil {
 					return nil, err
 				}

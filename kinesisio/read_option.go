@@ -40,7 +40,6 @@ type readConfig struct {
 	startupTimeout        time.Duration
 	consumerName          string
 	consumerARN           string
-	noSubscriptionReuse   bool
 	// checkpointTable and checkpointEndpoint are WithCheckpointTable and
 	// WithCheckpointTableEndpoint.
 	checkpointTable    string

@@ -29,7 +29,7 @@ func TestReadRidesOutKinesisUnreachable(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const stream, retries = "outage", 1
-			srv := startServer(t, stream, 2, kinesistest.WithResubscribeWindow(0))
+			srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2), kinesistest.WithResubscribeWindow(0))
 			w := newWorkload(t, "outage", 30, 3, 4)
 			putAll(t, srv.Client(), stream, w.entries)
 			want := expected(t, srv, stream, w.aggregates, nil)

@@ -34,11 +34,9 @@ type readSpec struct {
 	// read sent at t proves only that nothing that arrived before t minus it is unread.
 	PropagationDelay time.Duration
 	// ConsumerName or ConsumerARN, when set, make the reader subscribe with enhanced fan-out
-	// (fetch_efo.go) instead of polling. NoSubscriptionReuse closes each subscription at the end of
-	// its ProcessElement call instead of leaving it open for the next (for measurements).
-	ConsumerName        string
-	ConsumerARN         string
-	NoSubscriptionReuse bool
+	// (fetch_efo.go) instead of polling.
+	ConsumerName string
+	ConsumerARN  string
 	// Checkpoint names the checkpoint table (checkpoint.go), if any.
 	Checkpoint checkpoint.Config
 	// Cut is the windowing of the sinks a held commit waits for (commit_held.go): the reader ends
@@ -68,7 +66,6 @@ func newReadSpec(stream string, cfg config) readSpec {
 		PropagationDelay:     cfg.read.propagationDelay,
 		ConsumerName:         cfg.read.consumerName,
 		ConsumerARN:          cfg.read.consumerARN,
-		NoSubscriptionReuse:  cfg.read.noSubscriptionReuse,
 		Checkpoint:           newCheckpointSpec(cfg),
 	}
 	if cfg.read.timestampFn != nil {

@@ -76,7 +76,7 @@ func TestAReadThatNeverListedItsShardsFailsAfterTheStartupTimeout(t *testing.T) 
 
 func TestAReadThatListedItsShardsOnceRidesOutAnOutage(t *testing.T) {
 	const bound = 200 * time.Millisecond
-	srv := startServer(t, "real", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("real", 1))
 	cfg := buildConfig(targetRead, startupOptions(srv.URL(), bound))
 	fn := &discoverFn{Spec: newDiscoverySpec("real", cfg)}
 	err, _, rest := pollUntil(t, fn, discoveryRestriction{}, 50*time.Millisecond)

@@ -53,7 +53,7 @@ func listShards(t *testing.T, client *kinesis.Client, stream string) map[string]
 
 func TestReadFollowsSplitAndMergeReadingEveryRecordOnce(t *testing.T) {
 	const stream = "reshard"
-	srv := startServer(t, stream, 3)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 3))
 	client := srv.Client()
 	aggs := map[string][]kpl.UserRecord{}
 	write := func(prefix string) {
@@ -96,7 +96,7 @@ func TestReadFollowsSplitAndMergeReadingEveryRecordOnce(t *testing.T) {
 // exactly the records written after the read began.
 func TestReadLatestReadsOnlyRecordsWrittenAfterTheStart(t *testing.T) {
 	const stream = "latest"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	client := srv.Client()
 	putAll(t, client, stream, newWorkload(t, "old", 50, 0, 0).entries)
 	oldCount := len(expected(t, srv, stream, nil, nil))

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // BenchmarkReadCheckpointTableCost streams the same backlog (4 shards, 40,000 records, read
@@ -20,7 +22,7 @@ import (
 // records and the commit lag.
 func BenchmarkReadCheckpointTableCost(b *testing.B) {
 	const stream, shards, records = "tablecost", 4, 40000
-	srv := startServer(b, stream, shards)
+	srv := kinesistest.StartT(b, kinesistest.WithStream(stream, shards))
 	var entries []types.PutRecordsRequestEntry
 	for i := range records {
 		entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String(fmt.Sprint("pk", i)), Data: make([]byte, 100)})
@@ -78,7 +80,7 @@ func BenchmarkReadCheckpointTableCost(b *testing.B) {
 // until its window's sum is out, then the write).
 func BenchmarkReadHeldCommitCost(b *testing.B) {
 	const stream, shards, records = "heldcost", 4, 40000
-	srv := startServer(b, stream, shards)
+	srv := kinesistest.StartT(b, kinesistest.WithStream(stream, shards))
 	var entries []types.PutRecordsRequestEntry
 	for i := range records {
 		entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String(fmt.Sprint("pk", i)), Data: make([]byte, 100)})

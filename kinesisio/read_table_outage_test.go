@@ -21,6 +21,7 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // diskDynalite is dynalite on a data directory and port of its own, so that it can be
@@ -136,7 +137,7 @@ func TestCommitAfterSinksRidesOutAnUnreachableCheckpointTable(t *testing.T) {
 // streaming read of stream with opts and returns what it delivered.
 func testRidesOutAnUnreachableTable(t *testing.T, job func(t *testing.T, name, stream string, opts []ReadOption) ([]string, error)) {
 	const stream, table = "tableoutage", "positions"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	dyn := startDiskDynalite(t)
 	client := srv.Client()
 	aggs := map[string][]kpl.UserRecord{}

@@ -19,6 +19,7 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // startDynalite starts dynalite for t and returns its endpoint.
@@ -67,7 +68,7 @@ func countsOf(strs []string) map[string]int {
 // start again from the beginning. Small fetches make commits fall inside aggregates.
 func TestReadResumesAcrossJobsFromTheCheckpointTable(t *testing.T) {
 	const stream, table = "resume", "positions"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	dyn := startDynalite(t)
 	client := srv.Client()
 	aggs := map[string][]kpl.UserRecord{}
@@ -160,7 +161,7 @@ func TestReadResumesAcrossJobsFromTheCheckpointTable(t *testing.T) {
 // and one more finds nothing left.
 func TestReadBoundedResumesInsideAnAggregateFromTheCheckpointTable(t *testing.T) {
 	const stream, table = "subseq", "positions"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	dyn := startDynalite(t)
 	w := newWorkload(t, "x", 0, 4, 5)
 	putAll(t, srv.Client(), stream, w.entries)
@@ -199,7 +200,7 @@ func TestReadBoundedResumesInsideAnAggregateFromTheCheckpointTable(t *testing.T)
 // a merge made while the read runs.
 func TestReadWithTableKeepsPerKeyOrderAcrossSplitAndMerge(t *testing.T) {
 	const stream, table = "order", "positions"
-	srv := startServer(t, stream, 3)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 3))
 	dyn := startDynalite(t)
 	client := srv.Client()
 	const keys = 12

@@ -29,7 +29,7 @@ func counter(res beam.PipelineResult, name string) int64 {
 
 func TestReadBoundedReturnsExactlyTheWrittenRecords(t *testing.T) {
 	const stream = "bounded"
-	srv := startServer(t, stream, 4)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 4))
 	// 40,000 plain records and 500 aggregates of 20: 50,000 user records.
 	w := newWorkload(t, "b", 40000, 500, 20)
 	// A record that starts with the KPL magic but is not an aggregate is passed through
@@ -87,7 +87,7 @@ func withEventTime(et beam.EventTime, r Record) string {
 // aggregate included, comes out whole and stamped by the function.
 func TestReadBoundedAppliesACustomEventTimeAndCanKeepAggregatesWhole(t *testing.T) {
 	const stream = "custom"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	w := newWorkload(t, "e", 3, 1, 3)
 	putAll(t, srv.Client(), stream, w.entries)
 	stored, err := srv.StreamRecords(stream)

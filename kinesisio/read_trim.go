@@ -51,28 +51,29 @@ func (r shardRestriction) latestInFuture(err error) bool {
 		time.Since(time.UnixMilli(r.StartTimeMs)) < time.Minute
 }
 
-// checkStart applies the trim rule to st's start when it may have been trimmed.
-func (r *shardReader) checkStart(ctx context.Context, st *readState) error {
-	if !st.start.mayBeTrimmed(time.Now()) {
+// checkStart applies the trim rule to start, where a fetcher opens shard d, when it may
+// have been trimmed.
+func (r *shardReader) checkStart(ctx context.Context, d shardDescriptor, start *shardRestriction) error {
+	if !start.mayBeTrimmed(time.Now()) {
 		return nil
 	}
-	lost, err := r.startTrimmed(ctx, st.d, st.start.StartSeq)
+	lost, err := r.startTrimmed(ctx, d, start.StartSeq)
 	if err != nil || lost == "" {
 		return err
 	}
-	return r.onDataLoss(ctx, st, lost)
+	return r.onDataLoss(ctx, d, start, lost)
 }
 
-// onDataLoss fails the read of st, whose start is older than oldest, the oldest retained
-// sequence number, or without failOnDataLoss moves st to the trim horizon.
-func (r *shardReader) onDataLoss(ctx context.Context, st *readState, oldest string) error {
+// onDataLoss fails the read of d, whose start is older than oldest, the oldest retained
+// sequence number, or without failOnDataLoss moves start to the trim horizon (so nothing
+// is skipped there: start.skipThrough() is nil).
+func (r *shardReader) onDataLoss(ctx context.Context, d shardDescriptor, start *shardRestriction, oldest string) error {
 	if r.spec.FailOnDataLoss {
-		return dataLossError(st.d, st.start, oldest)
+		return dataLossError(d, *start, oldest)
 	}
 	dataLossSkips.Inc(ctx, 1)
-	log.Warnf(ctx, "kinesisio: %v: the read position %s is older than the oldest retained record (%s); continuing from the trim horizon, records may have been lost", st.d, st.start.startString(), oldest)
-	st.start.StartKind, st.start.StartSeq, st.start.StartSub = startTrimHorizon, "", 0
-	st.skip = nil
+	log.Warnf(ctx, "kinesisio: %v: the read position %s is older than the oldest retained record (%s); continuing from the trim horizon, records may have been lost", d, start.startString(), oldest)
+	start.StartKind, start.StartSeq, start.StartSub = startTrimHorizon, "", 0
 	return nil
 }
 

@@ -54,7 +54,7 @@ func (fn *firedFn) ProcessElement(w typex.Window, n int) {
 // Windows must fire while the read runs: the idle shard's watermark advances on its own.
 func TestReadWindowsFireWhileReadingWithAnIdleShard(t *testing.T) {
 	const stream = "windows"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	client := srv.Client()
 	const readTime = 5 * time.Second
 	p, s := beam.NewPipelineWithRoot()
@@ -123,7 +123,7 @@ func TestReadWindowsFireWhileReadingWithAnIdleShard(t *testing.T) {
 // was; once reads succeed on the idle shard it advances.
 func TestReadWatermarkHoldsWhileTheStreamIsUnreadable(t *testing.T) {
 	const stream = "unreadable"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	ctx := context.Background()
 	cfg := buildConfig(targetRead, connect(srv, WithRetries(2, time.Millisecond, 2*time.Millisecond),
 		WithIdleThreshold(time.Second), WithStartingPosition(TrimHorizon())))
@@ -195,7 +195,7 @@ func TestWatermarkEstimatorOnlyMovesForward(t *testing.T) {
 // all of them, so each shard's watermark must hold the others' back.
 func TestReadWindowsKeepTheRecordsOfALaggingShard(t *testing.T) {
 	const stream = "lagging"
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	client := srv.Client()
 	const large, small = 1500, 15
 	put := func(hashKey string, n int) {

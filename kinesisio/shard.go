@@ -39,6 +39,10 @@ func (d shardDescriptor) String() string {
 	return fmt.Sprintf("shard %s of stream %s", d.ShardID, d.Stream)
 }
 
+// streamShard names a shard by its stream and id, as a map key: in the commit step's
+// bundle, and in a read's shared watermarks (where the zero key is discovery's).
+type streamShard struct{ stream, shard string }
+
 // newShardDescriptor describes s for a read of stream that began at readStartMs.
 func newShardDescriptor(stream string, s types.Shard, start startSpec, readStartMs, endTimeMs int64) shardDescriptor {
 	d := shardDescriptor{

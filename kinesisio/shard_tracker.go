@@ -2,14 +2,14 @@ package kinesisio
 
 import (
 	"fmt"
-	"sync/atomic"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/seqnum"
 )
 
-// refusedSplits counts the fractional splits shard trackers in this process have refused
-// (runners ask for them when a bundle makes no visible progress). Tests read it.
-var refusedSplits atomic.Int64
+// splitRefused, when set, is called for every fractional split a shard tracker refuses
+// (runners ask for them when a bundle makes no visible progress). Only tests set it, before
+// any read runs (main_test.go).
+var splitRefused func()
 
 // recordClaim claims one user record. Last says it is the last user record of its Kinesis
 // record, so a checkpoint after it can resume AFTER_SEQUENCE_NUMBER instead of re-reading
@@ -198,7 +198,9 @@ func (t *shardTracker) GetProgress() (done, remaining float64) {
 // left the residual is nil.
 func (t *shardTracker) TrySplit(fraction float64) (primary, residual any, err error) {
 	if fraction > 0 {
-		refusedSplits.Add(1)
+		if splitRefused != nil {
+			splitRefused()
+		}
 		return t.rest, nil, nil
 	}
 	if t.err != nil || t.IsDone() {

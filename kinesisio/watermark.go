@@ -20,7 +20,7 @@ type watermarkEstimator struct {
 	state int64
 	// shared and key are where the estimator reports its watermark, nil if it does not.
 	shared *readWatermarks
-	key    string
+	key    streamShard
 }
 
 func newWatermarkEstimator(ms int64) *watermarkEstimator {
@@ -41,7 +41,7 @@ func (e *watermarkEstimator) CurrentWatermark() time.Time {
 
 // share makes the estimator report its watermark to w as key, and hold its watermark at
 // the lowest of w's.
-func (e *watermarkEstimator) share(w *readWatermarks, key string) {
+func (e *watermarkEstimator) share(w *readWatermarks, key streamShard) {
 	e.mu.Lock()
 	e.shared, e.key = w, key
 	ms := e.state

@@ -11,10 +11,10 @@ import (
 // A runner computes a stage's output watermark as the minimum over the watermarks of all its
 // restrictions and its input. Prism takes a splittable stage's output watermark from the
 // residuals of the last bundle it finished, even past its input watermark. Each shard is its
-// own bundle there, so a shard that is caught up or idle moved the read's watermark past a
-// shard still reading its backlog, past a child shard waiting for its parents, and past
-// discovery's last poll: a GroupByKey downstream dropped those shards' records as late
-// (1,305 of 1,515 in TestReadWindowsKeepTheRecordsOfALaggingShard).
+// own bundle there, so a shard that is caught up or idle would move the read's watermark
+// past a shard still reading its backlog, past a child shard waiting for its parents, and
+// past discovery's last poll, and a GroupByKey downstream would drop those shards' records
+// as late (TestReadWindowsKeepTheRecordsOfALaggingShard).
 //
 // So a reader restriction reports, as its watermark, the minimum of its own and of those of
 // the read's other restrictions this process ran lately, discovery's and the shards
@@ -40,7 +40,7 @@ const (
 // readWatermarks holds the watermarks of one read's restrictions in this process.
 type readWatermarks struct {
 	mu    sync.Mutex
-	marks map[string]watermarkMark
+	marks map[streamShard]watermarkMark
 	// low is at most the lowest mark, computed over all of them at computed.
 	low      int64
 	computed time.Time
@@ -69,14 +69,14 @@ func watermarksOf(readID string) *readWatermarks {
 }
 
 func newReadWatermarks() *readWatermarks {
-	return &readWatermarks{marks: map[string]watermarkMark{}, low: math.MaxInt64}
+	return &readWatermarks{marks: map[streamShard]watermarkMark{}, low: math.MaxInt64}
 }
 
 // report sets key's watermark to ms, held for ttl from now, and returns at most the lowest
 // of the read's watermarks not expired, ms among them: that lowest one itself once
 // watermarkRecompute has passed since it was last computed, when expired marks are also
 // forgotten.
-func (w *readWatermarks) report(key string, ms int64, ttl time.Duration, now time.Time) int64 {
+func (w *readWatermarks) report(key streamShard, ms int64, ttl time.Duration, now time.Time) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.marks[key] = watermarkMark{ms: ms, expires: now.Add(ttl)}
@@ -97,7 +97,7 @@ func (w *readWatermarks) report(key string, ms int64, ttl time.Duration, now tim
 }
 
 // pending sets key's watermark to ms for watermarkPendingTTL unless key has one already.
-func (w *readWatermarks) pending(key string, ms int64, now time.Time) {
+func (w *readWatermarks) pending(key streamShard, ms int64, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.marks[key]; !ok {
@@ -107,14 +107,17 @@ func (w *readWatermarks) pending(key string, ms int64, now time.Time) {
 }
 
 // drop forgets key's watermark: its restriction is done.
-func (w *readWatermarks) drop(key string) {
+func (w *readWatermarks) drop(key streamShard) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.marks, key)
 }
 
-// discoveryWatermarkKey is discovery's key in a read's shared watermarks.
-const discoveryWatermarkKey = "discovery"
+// discoveryWatermarkKey is discovery's key in a read's shared watermarks, beside its
+// shards' (watermarkKey).
+var discoveryWatermarkKey = streamShard{}
 
 // watermarkKey is d's key in its read's shared watermarks.
-func watermarkKey(d shardDescriptor) string { return "shard/" + d.Stream + "/" + d.ShardID }
+func watermarkKey(d shardDescriptor) streamShard {
+	return streamShard{stream: d.Stream, shard: d.ShardID}
+}

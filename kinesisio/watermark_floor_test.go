@@ -11,36 +11,36 @@ import (
 func TestReadWatermarksHoldTheLowest(t *testing.T) {
 	w := newReadWatermarks()
 	t0 := time.Unix(1000, 0)
-	if got := w.report("a", 500, time.Minute, t0); got != 500 {
+	if got := w.report(streamShard{shard: "a"}, 500, time.Minute, t0); got != 500 {
 		t.Fatalf("a alone: %d, want 500", got)
 	}
-	if got := w.report("b", 900, time.Minute, t0); got != 500 {
+	if got := w.report(streamShard{shard: "b"}, 900, time.Minute, t0); got != 500 {
 		t.Fatalf("b with a at 500: %d, want 500", got)
 	}
-	w.pending("c", 300, t0)
-	w.pending("c", 800, t0) // a second emission does not move it
-	if got := w.report("b", 950, time.Minute, t0.Add(time.Second)); got != 300 {
+	w.pending(streamShard{shard: "c"}, 300, t0)
+	w.pending(streamShard{shard: "c"}, 800, t0) // a second emission does not move it
+	if got := w.report(streamShard{shard: "b"}, 950, time.Minute, t0.Add(time.Second)); got != 300 {
 		t.Fatalf("b with c pending at 300: %d, want 300", got)
 	}
-	if got := w.report("c", 400, time.Minute, t0.Add(time.Second)); got != 300 {
+	if got := w.report(streamShard{shard: "c"}, 400, time.Minute, t0.Add(time.Second)); got != 300 {
 		t.Fatalf("c reporting 400 within watermarkRecompute of the last computation: %d, want the lower 300 still", got)
 	}
-	if got := w.report("c", 400, time.Minute, t0.Add(time.Second+watermarkRecompute)); got != 400 {
+	if got := w.report(streamShard{shard: "c"}, 400, time.Minute, t0.Add(time.Second+watermarkRecompute)); got != 400 {
 		t.Fatalf("c reporting 400: %d, want 400", got)
 	}
-	w.drop("c")
-	if got := w.report("b", 960, time.Minute, t0.Add(2*time.Second)); got != 500 {
+	w.drop(streamShard{shard: "c"})
+	if got := w.report(streamShard{shard: "b"}, 960, time.Minute, t0.Add(2*time.Second)); got != 500 {
 		t.Fatalf("b after c is done: %d, want a's 500", got)
 	}
 	// a has not reported for longer than its time to live: it is forgotten.
-	if got := w.report("b", 970, time.Minute, t0.Add(61*time.Second)); got != 970 {
+	if got := w.report(streamShard{shard: "b"}, 970, time.Minute, t0.Add(61*time.Second)); got != 970 {
 		t.Fatalf("b after a expired: %d, want 970", got)
 	}
-	if _, ok := w.marks["a"]; ok {
+	if _, ok := w.marks[streamShard{shard: "a"}]; ok {
 		t.Fatal("the expired mark of a was kept")
 	}
-	w.pending("d", 100, t0.Add(61*time.Second))
-	if got := w.report("b", 980, time.Minute, t0.Add(61*time.Second+watermarkPendingTTL+time.Millisecond)); got != 980 {
+	w.pending(streamShard{shard: "d"}, 100, t0.Add(61*time.Second))
+	if got := w.report(streamShard{shard: "b"}, 980, time.Minute, t0.Add(61*time.Second+watermarkPendingTTL+time.Millisecond)); got != 980 {
 		t.Fatalf("b after d's pending time ran out: %d, want 980", got)
 	}
 }
@@ -50,8 +50,8 @@ func TestReadWatermarksHoldTheLowest(t *testing.T) {
 func TestWatermarkEstimatorSharesItsWatermark(t *testing.T) {
 	w := newReadWatermarks()
 	slow, fast := newWatermarkEstimator(1000), newWatermarkEstimator(5000)
-	slow.share(w, "slow")
-	fast.share(w, "fast")
+	slow.share(w, streamShard{shard: "slow"})
+	fast.share(w, streamShard{shard: "fast"})
 	if got := fast.CurrentWatermark().UnixMilli(); got != 1000 {
 		t.Fatalf("fast's watermark with slow at 1000: %d, want 1000", got)
 	}

@@ -54,12 +54,13 @@ func parentChecksOf(k shardKey) callKey {
 	return callKey{kind: parentChecks, shard: k}
 }
 
-// A runner may call ProcessElement again at once, whatever delay ResumeProcessingIn asked for:
-// Flink fires every processing-time timer immediately while it drains a job at the end of
-// its input, and discovery then called ListShards about 870 times a second. So the
-// connector keeps its own clock of when each kind of call may next be made, per read and
-// shard, in the worker process, and a call that comes early waits or asks to be resumed
-// later without calling the service.
+// A runner may call ProcessElement again at once, whatever delay ResumeProcessingIn asked for
+// (Flink fires every processing-time timer immediately while it drains a job at the end of
+// its input). So the connector keeps its own clock of when each kind of call may next be
+// made, per read and shard, in the worker process, and a call that comes early waits or asks
+// to be resumed later without calling the service
+// (TestDiscoveryPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes,
+// TestShardReaderPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes).
 
 // pacingSleepMax is the longest an early call waits inside ProcessElement. The rest of a
 // longer wait is returned to the runner as a resume delay, so that a call never holds its
@@ -71,11 +72,10 @@ const pacingSleepMax = 200 * time.Millisecond
 // GetRecords calls whose answer found the shard caught up are at least 1/tipReadsPerSecond
 // apart. Kinesis allows 5 reads per second per shard, shared by every consumer of the
 // stream; this leaves one to another consumer (a second application, a KCL worker taking
-// over, the AWS CLI). The reads are spread evenly: a budget spent in bursts (reading again
-// at once after every answer with records) left gaps of up to 750 ms at 25 records/s per
-// shard, and a p99 latency of 730 ms instead of 250 ms. A shard with a backlog reads back
-// to back instead, paced by the service's 2 MiB/s and 5 reads/s with backoff on
-// throttling.
+// over, the AWS CLI). The reads are spread evenly, not spent in bursts, so that a record
+// that arrives at the tip waits at most one gap for its read (TestTipBudget,
+// TestReadsAgainWithinTheBudgetAfterRecordsAtTheTip). A shard with a backlog reads back to
+// back instead, paced by the service's 2 MiB/s and 5 reads/s with backoff on throttling.
 const tipReadsPerSecond = 4
 
 // tipReadGap is the least time between two caught-up reads of a shard.
@@ -159,15 +159,15 @@ func holdOff(ctx context.Context, wait time.Duration) (cont sdf.ProcessContinuat
 }
 
 // A polling reader's ProcessElement call ends at every checkpoint, and the runner resumes
-// the residual in a new call, often on the same worker a moment later. Opening a new shard
-// iterator for each call doubled the API calls of an idle shard (one GetShardIterator per
-// GetRecords) and spent the separate 5/s-per-shard GetShardIterator limit. So a call that
-// ends at a checkpoint leaves the shard's NextShardIterator in a worker-wide memo, under the
+// the residual in a new call, often on the same worker a moment later. An iterator opened
+// for each call would cost an idle shard one GetShardIterator per GetRecords, against the
+// separate 5/s-per-shard GetShardIterator limit. So a call that ends at a checkpoint leaves the shard's NextShardIterator in a worker-wide memo, under the
 // position its residual starts at; the next call takes it only if its restriction starts
 // at exactly that position. A restriction resumed on another worker, or at another position
 // (a retried bundle resumes an earlier checkpoint), finds no iterator or one for another
 // position, and opens its own from the restriction: no call can read from a wrong iterator.
-// The memo also keeps what the reader observed of the shard's byte rate, for the backlog.
+// The memo also keeps what the reader observed of the shard's byte rate, for the backlog
+// (TestIteratorReusedAcrossCheckpoints, TestIteratorNotReusedAtAnotherPosition).
 
 const (
 	// iteratorReuseAge is the age up to which a memorised iterator is used. Iterators
@@ -186,11 +186,11 @@ type shardMemo struct {
 	issued   time.Time
 	// backlogAt and backlog: the estimated unread bytes of the shard for a residual that
 	// starts at backlogAt.
-	backlogAt startKey
-	backlog   float64
-	hasBacklg bool
-	samples   []rateSample
-	touched   time.Time
+	backlogAt  startKey
+	backlog    float64
+	hasBacklog bool
+	samples    []rateSample
+	touched    time.Time
 }
 
 // memoCache holds the worker process's shard memos.
@@ -279,7 +279,7 @@ func (c *memoCache) setBacklog(key shardKey, at startKey, bytes float64, now tim
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.get(key, now)
-	m.backlogAt, m.backlog, m.hasBacklg = at, bytes, true
+	m.backlogAt, m.backlog, m.hasBacklog = at, bytes, true
 }
 
 // backlog returns the backlog recorded for a residual of key that starts at at.
@@ -287,7 +287,7 @@ func (c *memoCache) backlog(key shardKey, at startKey) (float64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.memos[key]
-	if m == nil || !m.hasBacklg || m.backlogAt != at {
+	if m == nil || !m.hasBacklog || m.backlogAt != at {
 		return 0, false
 	}
 	return m.backlog, true

@@ -88,7 +88,7 @@ func assertSequence(t *testing.T, got, want []string) {
 // continues the iterator the previous one left, so GetShardIterator is called once.
 func TestIteratorReusedAcrossCheckpoints(t *testing.T) {
 	const stream = "memo-reuse"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	want := putNumbered(t, srv, stream, "r", 30)
 	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(3), WithMaxRecordsPerFetch(3), WithPollInterval(time.Millisecond))
 	for range 10 {
@@ -116,7 +116,7 @@ func TestIteratorReusedAcrossCheckpoints(t *testing.T) {
 // range.
 func TestIteratorNotReusedAtAnotherPosition(t *testing.T) {
 	const stream = "memo-position"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	want := putNumbered(t, srv, stream, "r", 9)
 	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(3), WithMaxRecordsPerFetch(3))
 	first := h.rest
@@ -155,7 +155,7 @@ func TestIteratorNotReusedAtAnotherPosition(t *testing.T) {
 func TestExpiredParkedIteratorRenewedFromTheRestriction(t *testing.T) {
 	const stream = "memo-expired"
 	clock := kinesistest.NewManualClock(time.Now())
-	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithClock(clock))
 	want := putNumbered(t, srv, stream, "r", 6)
 	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(3), WithMaxRecordsPerFetch(3))
 	h.call(h.rest)
@@ -172,7 +172,7 @@ func TestExpiredParkedIteratorRenewedFromTheRestriction(t *testing.T) {
 // caught-up budget (tipReadGap), and waits the poll interval only after the empty answer.
 func TestReadsAgainWithinTheBudgetAfterRecordsAtTheTip(t *testing.T) {
 	const stream = "adaptive"
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	want := putNumbered(t, srv, stream, "r", 5)
 	h := newMemoHarness(t, srv, stream, WithPollInterval(time.Hour))
 	pc := h.call(h.rest)
@@ -271,7 +271,7 @@ func TestObserveKeepsTheRecentWindow(t *testing.T) {
 func TestRestrictionSizeIsTheBacklog(t *testing.T) {
 	const stream = "memo-backlog"
 	clock := kinesistest.NewManualClock(time.Now().Add(-time.Minute))
-	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithClock(clock))
 	// 10 records of 100 bytes, one every second of arrival time.
 	client := srv.Client()
 	for i := range 10 {
@@ -304,7 +304,7 @@ func TestRestrictionSizeIsTheBacklog(t *testing.T) {
 func TestBacklogFollowsAProducerThatOutrunsTheReader(t *testing.T) {
 	const stream = "memo-outrun"
 	clock := kinesistest.NewManualClock(time.Now().Add(-time.Hour))
-	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithClock(clock))
 	client := srv.Client()
 	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(20), WithMaxRecordsPerFetch(20))
 	n := 0
@@ -364,7 +364,7 @@ func TestEnhancedFanOutBacklogIsTheUnreadBytes(t *testing.T) {
 	// runs no record's age on the worker's clock is taken for in-flight events (eventLagMs,
 	// TestEventLag).
 	clock := kinesistest.NewManualClock(time.Now().Add(-29 * time.Second))
-	srv := startServer(t, stream, 1, kinesistest.WithClock(clock))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithClock(clock))
 	client := srv.Client()
 	for range 60 {
 		var entries []types.PutRecordsRequestEntry
@@ -465,7 +465,7 @@ func maxCalls(elapsed, interval time.Duration) int { return 1 + int(elapsed/inte
 func TestDiscoveryPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes(t *testing.T) {
 	const stream = "impatient-discovery"
 	const interval = 300 * time.Millisecond
-	srv := startServer(t, stream, 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	cfg := buildConfig(targetRead, connect(srv, WithStartingPosition(TrimHorizon()), WithDescribeShardInterval(interval)))
 	fn := &discoverFn{Spec: newDiscoverySpec(stream, cfg)}
 	ctx := context.Background()
@@ -495,7 +495,7 @@ func TestDiscoveryPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes(t *testin
 func TestShardReaderPollsNoMoreOftenThanItsIntervalWhateverTheRunnerDoes(t *testing.T) {
 	const stream = "impatient-reader"
 	const interval = 300 * time.Millisecond
-	srv := startServer(t, stream, 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	ctx := context.Background()
 	cfg := buildConfig(targetRead, connect(srv, WithStartingPosition(TrimHorizon()), WithPollInterval(interval)))
 	r, err := newShardReader(ctx, newReadSpec(stream, cfg))

@@ -98,9 +98,8 @@ type writeFn struct {
 	Retry  retryConfig
 	Write  writeConfig
 
-	p        *producer.Producer
-	reported producer.Stats
-	pending  int // messages seen since the last metrics report
+	p       *producer.Producer
+	pending int // messages seen since the last metrics report
 	// serviceDistributed is what the writer last said of the stream's distribution.
 	serviceDistributed bool
 }
@@ -135,7 +134,7 @@ func (fn *writeFn) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kinesisio.Write to %q: %w", fn.Stream, err)
 	}
-	fn.p, fn.reported, fn.serviceDistributed = p, producer.Stats{}, false
+	fn.p, fn.serviceDistributed = p, false
 	fn.noteDistribution(ctx)
 	log.Debugf(ctx, "kinesisio.Write to %q: started with %s, aggregation %v, record size limit %d bytes, the service distributing records %v", fn.Stream, fn.Client.credentialsSource(), fn.Write.Aggregate, maxRecord, settings.ServiceDistributed)
 	return nil
@@ -277,22 +276,20 @@ func (fn *writeFn) report(ctx context.Context) {
 	if fn.p == nil {
 		return
 	}
-	now := fn.p.Stats()
-	last := fn.reported
-	inc(ctx, writeUserRecords, now.UserRecords-last.UserRecords)
-	inc(ctx, writeKinesisRecords, now.KinesisRecords-last.KinesisRecords)
-	inc(ctx, writeBytes, now.Bytes-last.Bytes)
-	inc(ctx, writeCalls, now.PutRecordsCalls-last.PutRecordsCalls)
-	inc(ctx, writeThrottled, now.ThrottledEntries-last.ThrottledEntries)
-	inc(ctx, writeRetries, now.Retries-last.Retries)
-	inc(ctx, writeFailures, now.Failures-last.Failures)
-	inc(ctx, writeWrongShard, now.WrongShard-last.WrongShard)
-	inc(ctx, writeRerouted, now.Rerouted-last.Rerouted)
-	inc(ctx, writeServiceDistributed, now.Unaggregated-last.Unaggregated)
-	inc(ctx, writeDistributionSwitches, now.DistributionSwitches-last.DistributionSwitches)
+	s := fn.p.TakeStats()
+	inc(ctx, writeUserRecords, s.UserRecords)
+	inc(ctx, writeKinesisRecords, s.KinesisRecords)
+	inc(ctx, writeBytes, s.Bytes)
+	inc(ctx, writeCalls, s.PutRecordsCalls)
+	inc(ctx, writeThrottled, s.ThrottledEntries)
+	inc(ctx, writeRetries, s.Retries)
+	inc(ctx, writeFailures, s.Failures)
+	inc(ctx, writeWrongShard, s.WrongShard)
+	inc(ctx, writeRerouted, s.Rerouted)
+	inc(ctx, writeServiceDistributed, s.Unaggregated)
+	inc(ctx, writeDistributionSwitches, s.DistributionSwitches)
 	fn.noteDistribution(ctx)
 	for _, size := range fn.p.AggregateSizes() {
 		writeAggregateSizes.Update(ctx, int64(size))
 	}
-	fn.reported = now
 }

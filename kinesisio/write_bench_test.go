@@ -47,7 +47,7 @@ func BenchmarkWriteShardThroughput(b *testing.B) {
 // steady-state messages per second per shard and the number of throttled entries.
 func measureWrite(b *testing.B, shards, n int, opts ...WriteOption) (float64, int64) {
 	b.Helper()
-	srv := startStream(b, "bench", shards, kinesistest.WithLimits())
+	srv := kinesistest.StartT(b, kinesistest.WithStream("bench", shards), kinesistest.WithLimits())
 	p, s := beam.NewPipelineWithRoot()
 	Write(s, "bench", generated(s, n), to(srv, opts...)...)
 	pr, err := ptest.RunWithMetrics(p)

@@ -102,7 +102,7 @@ func TestWriteLargeMessagesToARaisedStream(t *testing.T) {
 	for _, limits := range []bool{true, false} {
 		t.Run(fmt.Sprintf("server limits %v", limits), func(t *testing.T) {
 			const small = 2000
-			srv := startStream(t, "big", 4)
+			srv := kinesistest.StartT(t, kinesistest.WithStream("big", 4))
 			raiseStream(t, srv, "big", 10240)
 			srv.SetLimits(limits)
 			p, s := beam.NewPipelineWithRoot()
@@ -151,7 +151,7 @@ func TestWriteLargeMessagesToARaisedStream(t *testing.T) {
 // the small ones are stored.
 func TestWriteLargeMessagesToADefaultStreamFailClearly(t *testing.T) {
 	const small = 500
-	srv := startStream(t, "out", 4)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 4))
 	p, s := beam.NewPipelineWithRoot()
 	failed := Write(s, "out", largeAndSmall(s, small), to(srv, WithAggregation())...)
 	var want []any
@@ -176,7 +176,7 @@ func TestWriteLargeMessagesToADefaultStreamFailClearly(t *testing.T) {
 // With WithFailOnError a message too large for the stream fails the bundle, with the
 // clear reason.
 func TestWriteLargeMessageFailsTheBundleWithFailOnError(t *testing.T) {
-	srv := startStream(t, "out", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 1))
 	p, s := beam.NewPipelineWithRoot()
 	Write(s, "out", largeAndSmall(s, 10), to(srv, WithFailOnError())...)
 	err := ptest.Run(p)

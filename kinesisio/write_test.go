@@ -56,19 +56,6 @@ func wantMessages(n int) map[string]int {
 
 func userRecordKey(u streamcheck.UserRecord) string { return u.PartitionKey + "|" + string(u.Data) }
 
-func startStream(t testing.TB, stream string, shards int, opts ...kinesistest.Option) *kinesistest.Server {
-	t.Helper()
-	srv, err := kinesistest.Start(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, shards); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
-
 // to connects the connector to srv.
 func to(srv *kinesistest.Server, opts ...WriteOption) []WriteOption {
 	return append([]WriteOption{WithEndpoint(srv.URL()), WithRegion("us-east-1"), WithStaticCredentials("test", "test")}, opts...)
@@ -104,7 +91,7 @@ func generated(s beam.Scope, n int) beam.PCollection {
 // deaggregation equal the input, each in the shard whose range holds its key.
 func TestWriteAggregatedLandsEveryMessageInItsShard(t *testing.T) {
 	const n = 100_000
-	srv := startStream(t, "out", 8)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 8))
 	p, s := beam.NewPipelineWithRoot()
 	failed := Write(s, "out", generated(s, n), to(srv, WithAggregation())...)
 	passert.Empty(s, failed)
@@ -136,9 +123,8 @@ func TestWriteAggregatedLandsEveryMessageInItsShard(t *testing.T) {
 // nothing is lost and the failed output is empty.
 func TestWriteSurvivesFailingEntriesAndServerErrors(t *testing.T) {
 	const n = 20_000
-	srv := startStream(t, "out", 2, kinesistest.WithLimits(),
-		kinesistest.WithFaults(kinesistest.Faults{Seed: 11, PutEntryThrottleRate: 0.15, PutEntryInternalFailureRate: 0.15,
-			ServerErrorRate: 0.05, Operations: []string{"PutRecords"}}))
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 2), kinesistest.WithLimits(), kinesistest.WithFaults(kinesistest.Faults{Seed: 11, PutEntryThrottleRate: 0.15, PutEntryInternalFailureRate: 0.15,
+		ServerErrorRate: 0.05, Operations: []string{"PutRecords"}}))
 	p, s := beam.NewPipelineWithRoot()
 	failed := Write(s, "out", generated(s, n), to(srv, WithRetries(30, 10*time.Millisecond, 100*time.Millisecond),
 		WithMaxAggregateRecords(50))...) // small aggregates: many entries to fail
@@ -185,9 +171,9 @@ func TestWriteReportsMessagesWhoseRetriesRanOut(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 5000
-			srv := startStream(t, "out", 2, kinesistest.WithFaults(kinesistest.Faults{Seed: 5,
+			srv := kinesistest.StartT(t, kinesistest.WithStream("out", 2), kinesistest.WithFaults(kinesistest.Faults{Seed: 5,
 				PutEntryThrottleRate: tc.throttle, PutEntryInternalFailureRate: tc.internal, Operations: []string{"PutRecords"}}))
-			dead := startStream(t, "dead", 1)
+			dead := kinesistest.StartT(t, kinesistest.WithStream("dead", 1))
 			p, s := beam.NewPipelineWithRoot()
 			failed := Write(s, "out", generated(s, n), to(srv, WithRetries(2, time.Millisecond, 5*time.Millisecond),
 				WithMaxAggregateRecords(20))...)
@@ -218,7 +204,7 @@ func TestWriteReportsMessagesWhoseRetriesRanOut(t *testing.T) {
 }
 
 func TestWriteFailOnErrorFailsThePipeline(t *testing.T) {
-	srv := startStream(t, "out", 1, kinesistest.WithFaults(kinesistest.Faults{PutEntryThrottleRate: 1, Operations: []string{"PutRecords"}}))
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 1), kinesistest.WithFaults(kinesistest.Faults{PutEntryThrottleRate: 1, Operations: []string{"PutRecords"}}))
 	p, s := beam.NewPipelineWithRoot()
 	Write(s, "out", generated(s, 10), to(srv, WithRetries(1, time.Millisecond, time.Millisecond), WithFailOnError())...)
 	err := ptest.Run(p)
@@ -273,7 +259,7 @@ func splitAll(ctx context.Context, endpoint, stream string) error {
 // sees the stream, in the shard whose range holds its key.
 func TestWriteSplitDuringTheWrite(t *testing.T) {
 	const n = 20_000
-	srv := startStream(t, "out", 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 2))
 	p, s := beam.NewPipelineWithRoot()
 	msgs := beam.ParDo(s, &splitShardsAtFn{At: n / 2, Stream: "out", Endpoint: srv.URL()}, generated(s, n))
 	failed := Write(s, "out", msgs, to(srv)...)
@@ -322,7 +308,7 @@ func describeFailure(f FailedMessage) string {
 // Done when 4: invalid messages go to the failed output with clear reasons, and the valid
 // ones around them are written.
 func TestWriteInvalidMessagesGoToTheFailedOutput(t *testing.T) {
-	srv := startStream(t, "out", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 1))
 	p, s := beam.NewPipelineWithRoot()
 	msgs := beam.Create(s,
 		Message{PartitionKey: "", Data: []byte("no key")},
@@ -426,7 +412,7 @@ func panicOf(f func()) (msg string) {
 }
 
 func TestWriteFlushWaitTimeFailsASlowBundle(t *testing.T) {
-	srv := startStream(t, "out", 1, kinesistest.WithFaults(kinesistest.Faults{Latency: 300 * time.Millisecond, Operations: []string{"PutRecords"}}))
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 1), kinesistest.WithFaults(kinesistest.Faults{Latency: 300 * time.Millisecond, Operations: []string{"PutRecords"}}))
 	p, s := beam.NewPipelineWithRoot()
 	Write(s, "out", generated(s, 10), to(srv, WithFlushWaitTime(20*time.Millisecond))...)
 	err := ptest.Run(p)
@@ -436,7 +422,7 @@ func TestWriteFlushWaitTimeFailsASlowBundle(t *testing.T) {
 }
 
 func TestWriteToAMissingStreamFailsNamingIt(t *testing.T) {
-	srv := startStream(t, "exists", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("exists", 1))
 	p, s := beam.NewPipelineWithRoot()
 	Write(s, "missing", generated(s, 3), to(srv)...)
 	err := ptest.Run(p)

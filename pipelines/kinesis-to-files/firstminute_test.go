@@ -14,14 +14,7 @@ import (
 func TestAStagingBucketThatDoesNotExistIsOneLine(t *testing.T) {
 	moto := components.StartMotoT(t)
 	createBucket(t, moto.Endpoint, "lake")
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream("events", 1); err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, kinesistest.WithStream("events", 1))
 	env := clitest.Env(t, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
 	args := func(dir string) []string {
 		return []string{"--stream=events", "--kinesis_endpoint=" + srv.URL(), "--bounded", "--staging_dir=" + dir, "--s3_endpoint=" + moto.Endpoint}

@@ -71,14 +71,7 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 	components.PythonT(t)
 	const stream, table = "events", "staging-positions"
 	dyn := emulators.StartT(t, emulators.Dynalite).URL()
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, 1); err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
 	t.Setenv("AWS_ACCESS_KEY_ID", "k2f-test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "k2f-test")
 	dir := t.TempDir()
@@ -202,14 +195,7 @@ func TestARestartThatRereadsOneShardRewritesTheSameFiles(t *testing.T) {
 	dyn := emulators.StartT(t, emulators.Dynalite).URL()
 	t0 := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Minute)
 	clock := kinesistest.NewManualClock(t0.Add(5 * time.Second))
-	srv, err := kinesistest.Start(kinesistest.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, 2); err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2), kinesistest.WithClock(clock))
 	const perMinute = 40
 	for minute := range 2 {
 		var entries []embedded.Entry

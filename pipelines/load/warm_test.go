@@ -33,19 +33,11 @@ const backfill = "backfill"
 // account's billing commitment on or off.
 func warmServer(t *testing.T, delay time.Duration, onDemand, commitment bool) *kinesistest.Server {
 	t.Helper()
-	srv, err := kinesistest.Start(kinesistest.WithTransitionDelay(delay))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	stream := kinesistest.WithStream(backfill, 2)
 	if onDemand {
-		err = srv.CreateOnDemandStream(backfill, 2, "")
-	} else {
-		err = srv.CreateStream(backfill, 2)
+		stream = kinesistest.WithOnDemandStream(backfill, 2, "")
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, kinesistest.WithTransitionDelay(delay), stream)
 	if commitment {
 		if err := enableCommitment(t.Context(), srv); err != nil {
 			t.Fatal(err)

@@ -16,28 +16,14 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
-// startStream starts a test server with the stream "real".
-func startStream(t *testing.T, opts ...kinesistest.Option) *kinesistest.Server {
-	t.Helper()
-	srv, err := kinesistest.Start(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream("real", 2); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
-
 // The mistakes of a user's first minute, each run through the wordcount command: it exits
 // with status 1 and its last line (for a check before the launch, its only line) says what
 // was wrong and what to do.
 func TestTheFirstMinutesMistakesEndInOneLine(t *testing.T) {
-	srv := startStream(t)
-	regional := startStream(t, kinesistest.WithRegion("eu-west-1"))
+	srv := kinesistest.StartT(t, kinesistest.WithStream("real", 2))
+	regional := kinesistest.StartT(t, kinesistest.WithStream("real", 2), kinesistest.WithRegion("eu-west-1"))
 	expired := kinesistest.Credential{AccessKeyID: "ASIAEXPIREDKEY", SecretAccessKey: "expired-secret", SessionToken: "expired-token", Expires: time.Now().Add(-time.Hour)}
-	signed := startStream(t, kinesistest.WithCredentials(kinesistest.TestCredential, expired))
+	signed := kinesistest.StartT(t, kinesistest.WithStream("real", 2), kinesistest.WithCredentials(kinesistest.TestCredential, expired))
 	keys := []string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test"}
 	for _, c := range []struct {
 		name string
@@ -81,7 +67,7 @@ func TestTheFirstMinutesMistakesEndInOneLine(t *testing.T) {
 // A job that fails on its runner ends with its cause as the last line, without the runner's
 // log or the plan of the failed stage; --verbose prints them before it.
 func TestAFailedJobsLastLineIsItsCause(t *testing.T) {
-	srv := startStream(t)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("real", 2))
 	keys := clitest.Env(t, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
 	notFound := regexp.MustCompile(`^wordcount: the job failed: kinesisio: listing the shards of stream doesnotexist: operation error Kinesis: ListShards, https response error StatusCode: 400, RequestID: [0-9a-f-]+, ResourceNotFoundException: Stream doesnotexist under account 123456789012 not found\.$`)
 	t.Run("checks skipped, a stream that does not exist", func(t *testing.T) {
@@ -121,7 +107,7 @@ func TestAFailedJobsLastLineIsItsCause(t *testing.T) {
 // The checks pass quietly; a checkpoint table that does not exist yet is said in a line,
 // and the job creates it.
 func TestTheChecksPassQuietly(t *testing.T) {
-	srv := startStream(t)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("real", 2))
 	keys := clitest.Env(t, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
 	t.Run("embedded demo", func(t *testing.T) {
 		t.Parallel()

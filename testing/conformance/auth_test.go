@@ -73,12 +73,7 @@ func messageKey(r kinesisio.Record) string { return r.PartitionKey + "|" + strin
 
 func startStrict(t *testing.T, opts ...kinesistest.Option) *kinesistest.Server {
 	t.Helper()
-	srv, err := kinesistest.Start(append([]kinesistest.Option{kinesistest.WithResubscribeWindow(0)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
+	return kinesistest.StartT(t, append([]kinesistest.Option{kinesistest.WithResubscribeWindow(0)}, opts...)...)
 }
 
 // TestConnectorOverTLSAndHTTP2 points the connector at the TLS port, trusting

@@ -104,13 +104,8 @@ func wantScenario(seqs []string) scenarioResult {
 // scenarioServer starts the server a client's scenario runs against.
 func scenarioServer(t *testing.T) *kinesistest.Server {
 	t.Helper()
-	srv, err := kinesistest.Start(kinesistest.WithClock(kinesistest.NewManualClock(scenarioT0)), kinesistest.WithTLS(""),
+	return kinesistest.StartT(t, kinesistest.WithClock(kinesistest.NewManualClock(scenarioT0)), kinesistest.WithTLS(""),
 		kinesistest.WithCredentials(scenarioKey), kinesistest.WithResubscribeWindow(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
 }
 
 // scenarioEnv is the environment a scenario script reads.

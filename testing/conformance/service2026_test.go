@@ -119,13 +119,8 @@ func wantService2026(prefix string) service2026Result {
 // service2026Server starts the server a client's 2026 scenario runs against.
 func service2026Server(t *testing.T) *kinesistest.Server {
 	t.Helper()
-	srv, err := kinesistest.Start(kinesistest.WithClock(kinesistest.NewManualClock(scenarioT0)),
+	return kinesistest.StartT(t, kinesistest.WithClock(kinesistest.NewManualClock(scenarioT0)),
 		kinesistest.WithCredentials(scenarioKey), kinesistest.WithLargeReadThrottle())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
 }
 
 // checkService2026 compares a client's output with what it must see.

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // TestKinesisToKinesisBoundedAtParallelismFourRunsOnce copies an eight-shard stream as a
@@ -22,7 +24,7 @@ import (
 func TestKinesisToKinesisBoundedAtParallelismFourRunsOnce(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	if err := srv.CreateStream("in", 8); err != nil {
 		t.Fatal(err)
 	}

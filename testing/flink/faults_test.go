@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/testing/flink/flinkrest"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // producer puts numbered records to a stream in small batches until stopped, as a live
@@ -169,7 +170,7 @@ func ids(events []string) []string {
 func TestTaskManagerKillRestoresFromTheLastCheckpoint(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	if err := srv.CreateStream("events", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestTaskManagerKillRestoresFromTheLastCheckpoint(t *testing.T) {
 func TestTaskManagerKillLosesNoRecordOfKinesisToKinesis(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	if err := srv.CreateStream("in", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestTaskManagerKillLosesNoRecordOfKinesisToKinesis(t *testing.T) {
 func TestSavepointRestartReadsOnFromTheSavepoint(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	for name, shards := range map[string]int{"in": 2, "out1": 1, "out2": 1} {
 		if err := srv.CreateStream(name, shards); err != nil {
 			t.Fatal(err)

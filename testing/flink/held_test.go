@@ -18,6 +18,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
 // heldWindow is the window of the held-commit tests: --window=5s as in issue 23.
@@ -130,7 +131,7 @@ func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 		BaseEndpoint: aws.String(dynURL),
 		Credentials:  credentials.NewStaticCredentialsProvider("flink-e2e", "flink-e2e", ""),
 	})
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	if err := srv.CreateStream("in", 4); err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ const largeRecordBytes = 9 << 20
 func TestANineMiBRecordCrossesFlinkFromReadToWrite(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	for _, stream := range []string{"large-in", "large-out"} {
 		if err := srv.CreateStream(stream, 2); err != nil {
 			t.Fatal(err)

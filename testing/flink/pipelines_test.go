@@ -61,17 +61,6 @@ func userRecords(t *testing.T, srv *kinesistest.Server, stream string) (data []s
 	return data, aggregates
 }
 
-// startKinesis starts an in-process Kinesis server on loopback, closed when t ends.
-func startKinesis(t *testing.T, opts ...kinesistest.Option) *kinesistest.Server {
-	t.Helper()
-	srv, err := kinesistest.Start(opts...)
-	if err != nil {
-		t.Fatalf("starting the Kinesis server: %v", err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
-}
-
 // entries makes one record per datum, each under its own partition key prefix-<i>, so
 // that the records spread over the shards.
 func entries(prefix string, data ...string) []types.PutRecordsRequestEntry {

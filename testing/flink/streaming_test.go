@@ -38,7 +38,7 @@ func kinesisFlags(srv *kinesistest.Server) []string {
 func TestWordcountStreamingLiveAcrossASplit(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	const stream = "events"
 	if err := srv.CreateStream(stream, 1); err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func expectedTables(t *testing.T, srv *kinesistest.Server, stream string) []stri
 func TestKinesisToKinesisStreamingOnBothTaskManagers(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	if err := srv.CreateStream("in", 12); err != nil {
 		t.Fatal(err)
 	}

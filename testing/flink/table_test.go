@@ -71,7 +71,7 @@ func TestCheckpointTableResumesTheNextJobOnFlink(t *testing.T) {
 		BaseEndpoint: aws.String(dynURL),
 		Credentials:  credentials.NewStaticCredentialsProvider("flink-e2e", "flink-e2e", ""),
 	})
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	for _, s := range []string{"in", "out"} {
 		if err := srv.CreateStream(s, 2); err != nil {
 			t.Fatal(err)

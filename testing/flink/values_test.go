@@ -56,7 +56,7 @@ func ungroupMessages(_ string, msgs func(*kinesisio.Message) bool, emit func(kin
 func TestMessagesWithNilDataCrossAGroupByKeyOnFlink(t *testing.T) {
 	needCluster(t)
 	started := time.Now()
-	srv := startKinesis(t)
+	srv := kinesistest.StartT(t)
 	for name, shards := range map[string]int{"values-in": 2, "values-out": 2} {
 		if err := srv.CreateStream(name, shards); err != nil {
 			t.Fatal(err)

@@ -40,14 +40,7 @@ func autoMessage(i int) kinesisio.Message {
 func startAuto(t *testing.T, stream string) (*kinesistest.Server, string) {
 	t.Helper()
 	components.KCLT(t)
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateOnDemandStream(stream, autoShards, types.RecordDistributionStrategyAuto); err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, kinesistest.WithOnDemandStream(stream, autoShards, types.RecordDistributionStrategyAuto))
 	return srv, emulators.StartT(t, emulators.Dynalite).URL()
 }
 

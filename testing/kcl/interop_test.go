@@ -32,14 +32,7 @@ const (
 func setup(t *testing.T, stream string) (*kinesistest.Server, string, []rec) {
 	t.Helper()
 	components.KCLT(t) // fail (or skip) before anything runs when the consumer is not built
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, shards); err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, shards))
 	dyn := emulators.StartT(t, emulators.Dynalite).URL()
 	aggs := map[string][]kpl.UserRecord{}
 	put(t, srv.Client(), stream, "r", plainRecords, aggregates, perAggregate, aggs)
@@ -57,14 +50,7 @@ func setup(t *testing.T, stream string) (*kinesistest.Server, string, []rec) {
 // split. It returns every user record the stream holds.
 func setupSplit(t *testing.T, stream, app string) (*kinesistest.Server, string, []rec) {
 	t.Helper()
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, 2); err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 2))
 	dyn := emulators.StartT(t, emulators.Dynalite).URL()
 	client := srv.Client()
 	if app != "" {

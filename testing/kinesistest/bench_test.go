@@ -30,14 +30,7 @@ func benchEntries(n int) []types.PutRecordsRequestEntry {
 
 func benchServer(b *testing.B, clock kinesistest.Clock, stream string, shards int) (*kinesistest.Server, *kinesis.Client) {
 	b.Helper()
-	srv, err := kinesistest.Start(kinesistest.WithClock(clock))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, shards); err != nil {
-		b.Fatal(err)
-	}
+	srv := kinesistest.StartT(b, kinesistest.WithClock(clock), kinesistest.WithStream(stream, shards))
 	return srv, srv.Client(func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
 }
 

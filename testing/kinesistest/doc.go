@@ -130,16 +130,10 @@
 //   - inspection: StreamRecords, ShardRecords and CallCount tell what the
 //     server stored and received.
 //
-// Typical use:
+// Typical use in a test (StartT fails the test if the server does not start and closes it
+// when the test ends; outside tests, Start returns an error instead):
 //
-//	srv, err := kinesistest.Start()
-//	if err != nil {
-//		t.Fatal(err)
-//	}
-//	t.Cleanup(func() { srv.Close() })
-//	if err := srv.CreateStream("orders", 2); err != nil {
-//		t.Fatal(err)
-//	}
+//	srv := kinesistest.StartT(t, kinesistest.WithStream("orders", 2))
 //	client := srv.Client(func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
 //	// ... run the code under test with client, or with srv.URL() as endpoint
 //	records, err := srv.StreamRecords("orders")

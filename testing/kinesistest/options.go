@@ -32,6 +32,7 @@ type config struct {
 	queueSeed       int64
 	queueInFlight   int
 	region          string // empty: requests may be signed for any region
+	streams         []streamSpec
 }
 
 func defaultConfig() config {

@@ -130,6 +130,12 @@ func Start(opts ...Option) (*Server, error) {
 	}
 	s.http = s.newHTTPServer()
 	go s.http.Serve(ln) //nolint:errcheck // returns ErrServerClosed on Close
+	for _, st := range cfg.streams {
+		if err := st.create(s); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("kinesistest: %w", err)
+		}
+	}
 	return s, nil
 }
 

@@ -62,16 +62,23 @@ func (s Shard) String() string { return fmt.Sprintf("shard %s of stream %s", s.I
 
 // Token is a position a reader reached, to be committed: the last user record it claimed
 // (Seq, Sub), or leasetable.ShardEnd. Records is how many user records it covers; EndMs
-// when the reader's call that reached it ended, for the commit lag.
+// when the reader's call that reached it ended, for the commit lag. MaxEventMs is the
+// latest event time of the records it covers that the call emitted (for a call that
+// emitted none, the shard's watermark): kinesisio's held commit writes the token once the
+// windows up to it were written; the engine does not read it. kinesisio's DoFns pass it
+// between stages under the name commitToken, with a coder of their own.
 type Token struct {
-	Stream, ShardID string
-	Seq             string
-	Sub             int64
-	Records         int64
-	EndMs           int64
+	Stream     string
+	ShardID    string
+	Seq        string
+	Sub        int64
+	Records    int64
+	EndMs      int64
+	MaxEventMs int64
 }
 
-func (t Token) position() leasetable.Position { return leasetable.Position{Seq: t.Seq, Sub: t.Sub} }
+// Position is the token's position in the table's terms.
+func (t Token) Position() leasetable.Position { return leasetable.Position{Seq: t.Seq, Sub: t.Sub} }
 
 // ChildLister returns the ids of the shards of stream whose parent or adjacent parent is
 // shard, for the SHARD_END item of a closed shard.
@@ -181,22 +188,32 @@ func (c *Checkpointer) shard(id string) *shardLease {
 // wait for, or a bounded read's end), so it is never dropped. A write the table refuses is
 // returned.
 func (c *Checkpointer) Commit(ctx context.Context, tok Token) error {
+	started, err := c.commit(ctx, tok)
+	if started {
+		c.startRetrier()
+	}
+	return err
+}
+
+// commit is Commit under the shard's mu; started says that the shard's writes began to be
+// held, so the retrier must run. The caller starts it once the shard's mu is released: the
+// retrier takes c.mu before a shard's mu.
+func (c *Checkpointer) commit(ctx context.Context, tok Token) (started bool, err error) {
 	s, ok, err := c.lockedShard(tok)
 	defer s.mu.Unlock()
 	if !ok {
-		return err
+		return false, err
 	}
 	if s.held != nil {
 		// The table is unreachable: the retrier writes the furthest position once it answers.
 		c.holdLocked(ctx, s, tok, nil)
-		return nil
+		return false, nil
 	}
 	err = c.writeLocked(ctx, s, tok)
 	if err != nil && Unreachable(err) {
-		c.holdLocked(ctx, s, tok, err)
-		return nil
+		return c.holdLocked(ctx, s, tok, err), nil
 	}
-	return err
+	return false, err
 }
 
 // lockedShard locks tok's shard and reports whether a write for it may go ahead: not once
@@ -226,7 +243,7 @@ func (c *Checkpointer) writeLocked(ctx context.Context, s *shardLease, tok Token
 		children = c.childrenOf(ctx, tok.Stream, tok.ShardID)
 	}
 	start := time.Now()
-	l, err := c.table.Commit(ctx, s.lease, c.cfg.Owner, tok.position(), children)
+	l, err := c.table.Commit(ctx, s.lease, c.cfg.Owner, tok.Position(), children)
 	var lost *leasetable.LostError
 	switch {
 	case errors.As(err, &lost):
@@ -258,23 +275,32 @@ func (c *Checkpointer) childrenOf(ctx context.Context, stream, shard string) []s
 // got its SHARD_END token, so the runner committed the read to the shard's end, and
 // children may be read; the checkpoint itself moves once the sinks wrote the records.
 func (c *Checkpointer) PrepareShardEnd(ctx context.Context, tok Token) error {
+	started, err := c.prepareShardEnd(ctx, tok)
+	if started {
+		c.startRetrier()
+	}
+	return err
+}
+
+// prepareShardEnd is PrepareShardEnd under the shard's mu; started is as for commit.
+func (c *Checkpointer) prepareShardEnd(ctx context.Context, tok Token) (started bool, err error) {
 	s, ok, err := c.lockedShard(tok)
 	defer s.mu.Unlock()
 	if !ok {
-		return err
+		return false, err
 	}
 	if s.held != nil || s.heldPrepare {
 		s.heldPrepare = true
 		c.stats.unavailable.Add(1)
-		return nil
+		return false, nil
 	}
 	err = c.prepareLocked(ctx, s, tok.Stream)
 	if err != nil && Unreachable(err) {
 		s.heldPrepare = true
-		c.holdStartedLocked(ctx, s, "SHARD_END (prepared)", err)
-		return nil
+		c.heldStartedLocked(ctx, s, "SHARD_END (prepared)", err)
+		return true, nil
 	}
-	return err
+	return false, err
 }
 
 // prepareLocked writes SHARD_END as s's prepared checkpoint. s.mu is held.

@@ -43,7 +43,7 @@ func TestACommitEndsAnOutageOfTheRenewals(t *testing.T) {
 	if !c.renewalFailed() {
 		t.Fatal("after a commit the table took, the first failed renewal of the next outage did not warn")
 	}
-	if s := c.Stats(); s.Commits != 1 || s.Records[d.ID] != 1 || len(s.LagMs) != 1 {
+	if s := c.TakeStats(); s.Commits != 1 || s.Records[d.ID] != 1 || len(s.LagMs) != 1 {
 		t.Errorf("stats after one commit of one record: %+v", s)
 	}
 }

@@ -192,10 +192,11 @@ func (c *Checkpointer) CallStarted(d Shard) {
 	c.mu.Unlock()
 }
 
-// CallEnded says a reader call on shard ended; resumes says the runner will call again for
-// the rest of the shard (a residual), so the lease is renewed until then.
-func (c *Checkpointer) CallEnded(shard string, resumes bool) {
-	s := c.shard(shard)
+// CallEnded says a reader call on d, which CallStarted announced, ended; resumes says the
+// runner will call again for the rest of the shard (a residual), so the lease is renewed
+// until then.
+func (c *Checkpointer) CallEnded(d Shard, resumes bool) {
+	s := c.shard(d.ID)
 	s.mu.Lock()
 	s.calls--
 	s.seen = time.Time{}

@@ -1,15 +1,13 @@
 package checkpoint
 
 import (
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
 )
 
-// maxSamples bounds the latency and lag samples a Checkpointer keeps.
+// maxSamples bounds the latency and lag samples a Checkpointer keeps until they are taken.
 const maxSamples = 10000
 
 // Stats counts what a Checkpointer did: commits written, DynamoDB calls (retries
@@ -29,13 +27,9 @@ type stats struct {
 	commits, calls, shardEnds, lost, renewals, unavailable atomic.Int64
 
 	mu sync.Mutex
-	// records holds the committed records per shard since the Checkpointer was opened.
-	records map[string]int64
-	// latency and lag are the samples not taken yet; recentLatency and recentLag the last
-	// maxSamples of each.
-	latency, lag, recentLatency, recentLag []int64
-	// taken is what TakeStats returned so far.
-	taken Stats
+	// records, latency and lag are what was counted since the last TakeStats.
+	records      map[string]int64
+	latency, lag []int64
 }
 
 // committed counts a commit of tok that took latencyMs and came lagMs after its reader call.
@@ -52,8 +46,6 @@ func (s *stats) committed(tok Token, latencyMs, lagMs int64) {
 	s.records[tok.ShardID] += tok.Records
 	s.latency = appendBounded(s.latency, latencyMs)
 	s.lag = appendBounded(s.lag, lagMs)
-	s.recentLatency = appendRecent(s.recentLatency, latencyMs)
-	s.recentLag = appendRecent(s.recentLag, lagMs)
 }
 
 // appendBounded appends v unless q holds maxSamples already.
@@ -64,55 +56,17 @@ func appendBounded(q []int64, v int64) []int64 {
 	return append(q, v)
 }
 
-// appendRecent appends v, dropping the oldest sample once q holds maxSamples.
-func appendRecent(q []int64, v int64) []int64 {
-	if len(q) >= maxSamples {
-		q = q[1:]
-	}
-	return append(q, v)
-}
-
-// Stats returns everything counted since c was opened, with the last 10,000 latency and
-// lag samples.
-func (c *Checkpointer) Stats() Stats {
-	s := &c.stats
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return Stats{
-		Commits: s.commits.Load(), Calls: s.calls.Load(), ShardEnds: s.shardEnds.Load(),
-		LeasesLost: s.lost.Load(), Renewals: s.renewals.Load(), Unavailable: s.unavailable.Load(),
-		Records:   maps.Clone(s.records),
-		LatencyMs: slices.Clone(s.recentLatency),
-		LagMs:     slices.Clone(s.recentLag),
-	}
-}
-
-// TakeStats returns what was counted since the last TakeStats, with the samples taken
-// since, for the caller to report as metrics. Every caller sees each count once.
+// TakeStats returns what was counted since the last TakeStats and starts again from zero,
+// for the caller to report as metrics: every count is returned once.
 func (c *Checkpointer) TakeStats() Stats {
 	s := &c.stats
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := Stats{
-		Commits: s.commits.Load(), Calls: s.calls.Load(), ShardEnds: s.shardEnds.Load(),
-		LeasesLost: s.lost.Load(), Renewals: s.renewals.Load(), Unavailable: s.unavailable.Load(),
-		Records: maps.Clone(s.records),
-	}
-	last := s.taken
-	s.taken = now
 	out := Stats{
-		Commits: now.Commits - last.Commits, Calls: now.Calls - last.Calls, ShardEnds: now.ShardEnds - last.ShardEnds,
-		LeasesLost: now.LeasesLost - last.LeasesLost, Renewals: now.Renewals - last.Renewals, Unavailable: now.Unavailable - last.Unavailable,
-		LatencyMs: s.latency, LagMs: s.lag,
+		Commits: s.commits.Swap(0), Calls: s.calls.Swap(0), ShardEnds: s.shardEnds.Swap(0),
+		LeasesLost: s.lost.Swap(0), Renewals: s.renewals.Swap(0), Unavailable: s.unavailable.Swap(0),
+		Records: s.records, LatencyMs: s.latency, LagMs: s.lag,
 	}
-	for shard, n := range now.Records {
-		if d := n - last.Records[shard]; d > 0 {
-			if out.Records == nil {
-				out.Records = map[string]int64{}
-			}
-			out.Records[shard] = d
-		}
-	}
-	s.latency, s.lag = nil, nil
+	s.records, s.latency, s.lag = nil, nil, nil
 	return out
 }

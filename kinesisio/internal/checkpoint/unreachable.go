@@ -67,38 +67,48 @@ func Unreachable(err error) bool {
 }
 
 // holdLocked keeps tok as s's held position if it is further than the one held; cause is
-// the error of the write that failed (nil: a write was held already). s.mu is held.
-func (c *Checkpointer) holdLocked(ctx context.Context, s *shardLease, tok Token, cause error) {
+// the error of the write that failed (nil: a write was held already). It reports whether
+// s's writes began to be held, so that the caller starts the retrier (startRetrier) once
+// s.mu is released. s.mu is held.
+func (c *Checkpointer) holdLocked(ctx context.Context, s *shardLease, tok Token, cause error) (started bool) {
 	c.stats.unavailable.Add(1)
 	if h := s.held; h != nil {
-		if leasetable.Compare(tok.position(), h.position()) > 0 {
+		if leasetable.Compare(tok.Position(), h.Position()) > 0 {
 			tok.Records += h.Records
 			s.held = &tok
 		} else {
 			h.Records += tok.Records
 		}
-		return
+		return false
 	}
 	s.held = &tok
-	if cause != nil {
-		c.holdStartedLocked(ctx, s, fmt.Sprintf("%s/%d", tok.Seq, tok.Sub), cause)
+	if cause == nil {
+		return false
 	}
+	c.heldStartedLocked(ctx, s, fmt.Sprintf("%s/%d", tok.Seq, tok.Sub), cause)
+	return true
 }
 
-// holdStartedLocked says that s's writes start waiting for the table, and starts the
-// retrier. s.mu is held.
-func (c *Checkpointer) holdStartedLocked(ctx context.Context, s *shardLease, what string, cause error) {
+// heldStartedLocked says that s's writes start waiting for the table. s.mu is held; the
+// caller starts the retrier after releasing it.
+func (c *Checkpointer) heldStartedLocked(ctx context.Context, s *shardLease, what string, cause error) {
 	if s.heldSince.IsZero() {
 		s.heldSince = time.Now()
 		log.Warnf(ctx, "kinesisio: checkpoint table %s unreachable; holding shard %s's position %s (stream %s) and retrying from %v, backing off to %v, while the read goes on; a job that dies meanwhile resumes from the table's older position (records read again, none lost): %v",
 			c.cfg.Table, s.lease.ShardID, what, s.stream, heldRetryFirst, heldRetryMax, cause)
 	}
+}
+
+// startRetrier starts the retrier of held positions unless it runs. No shard's mu may be
+// held: the retrier holds c.mu while it takes each shard's mu (anyHeldLocked), so taking
+// c.mu under a shard's mu could deadlock (TestAHeldCommitAndTheRetrierDoNotDeadlock).
+func (c *Checkpointer) startRetrier() {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if !c.retrying {
 		c.retrying = true
 		go c.retryHeld()
 	}
-	c.mu.Unlock()
 }
 
 // retryHeld writes the held positions until none is left.

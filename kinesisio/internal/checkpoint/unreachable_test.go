@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/leasetable"
@@ -107,4 +111,85 @@ func TestRenewalFailuresWarnOncePerOutage(t *testing.T) {
 	if !c.renewalFailed() {
 		t.Fatal("the first failure of a second outage did not warn")
 	}
+}
+
+// A commit the table does not answer holds its position and starts the retrier once it has
+// released its shard's lock: the retrier and the lease renewer hold the checkpointer's lock
+// while they take each shard's (anyHeldLocked, anyActiveLocked), so a commit that took the
+// checkpointer's lock under its shard's would deadlock with them.
+func TestAHeldCommitAndTheRetrierDoNotDeadlock(t *testing.T) {
+	// The table's endpoint accepts the commit's connection and closes it once the
+	// checkpointer's lock is held, as the retrier or the renewer holds it between passes.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			accepted <- conn
+		}
+	}()
+	c := newCheckpointer(Config{Table: "t", Owner: "o", LeaseDuration: time.Minute}, nil)
+	c.table = leasetable.New(dynamodb.New(dynamodb.Options{
+		Region:           "us-east-1",
+		BaseEndpoint:     aws.String("http://" + ln.Addr().String()),
+		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
+		RetryMaxAttempts: 1,
+	}), "t")
+	tok := Token{Stream: "s", ShardID: "shardId-000000000000", Seq: "100", Records: 1}
+
+	committed := make(chan error, 1)
+	go func() { committed <- c.Commit(context.Background(), tok) }()
+	var conn net.Conn
+	select {
+	case conn = <-accepted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the commit did not reach the table within 30s")
+	}
+	c.mu.Lock()
+	conn.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for c.stats.unavailable.Load() == 0 {
+		if time.Now().After(deadline) {
+			c.mu.Unlock()
+			t.Fatal("the commit whose connection closed was not held within 30s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	checked := make(chan bool, 1)
+	go func() {
+		held := c.anyHeldLocked()
+		c.anyActiveLocked()
+		checked <- held
+	}()
+	select {
+	case held := <-checked:
+		if !held {
+			t.Error("the retrier's check found no held position after the commit was held")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("deadlock: the retrier's and renewer's checks (checkpointer lock, then each shard's) waited 10s for the shard's lock, which the held commit keeps while it waits for the checkpointer's")
+	}
+	c.mu.Unlock()
+	select {
+	case err := <-committed:
+		if err != nil {
+			t.Fatalf("a commit to an unreachable table is held, not failed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held commit did not return within 10s of the checkpointer's lock being released")
+	}
+	c.mu.Lock()
+	retrying := c.retrying
+	c.mu.Unlock()
+	if !retrying {
+		t.Error("the held commit started no retrier")
+	}
+	// The retrier drops the positions of a lost lease and ends.
+	s := c.shard(tok.ShardID)
+	s.mu.Lock()
+	s.lost = &leasetable.LostError{ShardID: tok.ShardID, Owner: "test-cleanup"}
+	s.mu.Unlock()
 }

@@ -15,20 +15,6 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/streamcheck"
 )
 
-// startOnDemand starts a server with an on-demand stream of the given strategy.
-func startOnDemand(t *testing.T, stream string, shards int, strategy types.RecordDistributionStrategy) *kinesistest.Server {
-	t.Helper()
-	srv, err := kinesistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateOnDemandStream(stream, shards, strategy); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
-
 // setStrategy switches the stream's record distribution strategy, as an operator would.
 func setStrategy(t *testing.T, srv *kinesistest.Server, stream string, strategy types.RecordDistributionStrategy) {
 	t.Helper()
@@ -47,7 +33,7 @@ func keyless(i int) kpl.UserRecord {
 }
 
 func TestDescribeStreamReadsTheLimitAndTheStrategy(t *testing.T) {
-	srv := startServer(t, "s", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("s", 1))
 	if err := srv.CreateOnDemandStream("auto", 2, types.RecordDistributionStrategyAuto); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +59,7 @@ func TestDescribeStreamReadsTheLimitAndTheStrategy(t *testing.T) {
 // without a partition key, however aggregation is configured: the stream holds exactly the
 // records put, no aggregate, spread by the service over every shard.
 func TestAServiceDistributedStreamGetsEveryRecordAsARecordOfItsOwn(t *testing.T) {
-	srv := startOnDemand(t, "auto", 4, types.RecordDistributionStrategyAuto)
+	srv := kinesistest.StartT(t, kinesistest.WithOnDemandStream("auto", 4, types.RecordDistributionStrategyAuto))
 	cfg := testConfig("auto", true)
 	cfg.ServiceDistributed = true
 	p := newProducer(t, srv, cfg)
@@ -110,7 +96,7 @@ func TestAServiceDistributedStreamGetsEveryRecordAsARecordOfItsOwn(t *testing.T)
 	if len(perShard) != 4 {
 		t.Errorf("records landed on %d shards (%v); the service spreads them over all 4", len(perShard), perShard)
 	}
-	if st := p.Stats(); st.Unaggregated != n || st.UserRecords != n || st.DistributionSwitches != 0 {
+	if st := p.TakeStats(); st.Unaggregated != n || st.UserRecords != n || st.DistributionSwitches != 0 {
 		t.Errorf("stats %+v; want %d unaggregated user records and no switch", st, n)
 	}
 }
@@ -121,7 +107,7 @@ func TestAServiceDistributedStreamGetsEveryRecordAsARecordOfItsOwn(t *testing.T)
 // aggregates' records again, and from then on sends records of their own: what a KCL
 // consumer keeps holds every record put at least once.
 func TestASwitchToAutoWhileAggregatingLosesNothing(t *testing.T) {
-	srv := startOnDemand(t, "switch", 4, types.RecordDistributionStrategyUserPartitionKey)
+	srv := kinesistest.StartT(t, kinesistest.WithOnDemandStream("switch", 4, types.RecordDistributionStrategyUserPartitionKey))
 	cfg := testConfig("switch", true)
 	p := newProducer(t, srv, cfg)
 	ctx := context.Background()
@@ -144,7 +130,7 @@ func TestASwitchToAutoWhileAggregatingLosesNothing(t *testing.T) {
 			t.Fatalf("a KCL consumer loses %s", k)
 		}
 	}
-	st := p.Stats()
+	st := p.TakeStats()
 	if st.DistributionSwitches != 1 || !p.ServiceDistributed() || st.Unaggregated == 0 {
 		t.Errorf("stats %+v, service distributed %v; want the switch adopted", st, p.ServiceDistributed())
 	}
@@ -157,7 +143,7 @@ func TestASwitchToAutoWhileAggregatingLosesNothing(t *testing.T) {
 // fails the keyless records as invalid, with the reason, and sends the others by their
 // keys. Nothing is dropped without a word.
 func TestASwitchAwayFromAutoFailsKeylessRecordsAsInvalid(t *testing.T) {
-	srv := startOnDemand(t, "back", 2, types.RecordDistributionStrategyAuto)
+	srv := kinesistest.StartT(t, kinesistest.WithOnDemandStream("back", 2, types.RecordDistributionStrategyAuto))
 	cfg := testConfig("back", false)
 	cfg.ServiceDistributed = true
 	p := newProducer(t, srv, cfg)

@@ -39,7 +39,7 @@ func raiseMaxRecordSize(t *testing.T, srv *kinesistest.Server, stream string, ki
 // record's cost) holds everywhere except for a record alone in the buffer, and Put never
 // blocks for good.
 func TestLargeRecordsToARaisedStreamLandOnceUnderASmallBufferBound(t *testing.T) {
-	srv := startServer(t, "big", 2, kinesistest.WithLimits())
+	srv := kinesistest.StartT(t, kinesistest.WithStream("big", 2), kinesistest.WithLimits())
 	raiseMaxRecordSize(t, srv, "big", 10240)
 	ctx := context.Background()
 	cfg := testConfig("big", true)
@@ -97,11 +97,11 @@ func TestLargeRecordsToARaisedStreamLandOnceUnderASmallBufferBound(t *testing.T)
 	if res.Aggregates == 0 {
 		t.Error("no aggregates: the small records were not aggregated")
 	}
-	t.Logf("stats %+v", p.Stats())
+	t.Logf("stats %+v", p.TakeStats())
 }
 
 func TestTooLargeRecordsAreRefusedNamingSizeLimitAndRemedy(t *testing.T) {
-	srv := startServer(t, "s", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("s", 1))
 	p := newProducer(t, srv, testConfig("s", true))
 	err := p.Put(context.Background(), largeRecord(1, 3<<20), 1)
 	var inv *InvalidError

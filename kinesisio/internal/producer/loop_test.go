@@ -28,7 +28,7 @@ func (a *timedPuts) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput,
 }
 
 func TestRecordsGoOutWhenTheirBufferedTimeIsUp(t *testing.T) {
-	srv := startServer(t, "timed", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("timed", 1))
 	cfg := testConfig("timed", true)
 	cfg.MaxBufferedTime = 200 * time.Millisecond
 	api := &timedPuts{API: srv.Client(func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })}
@@ -41,11 +41,13 @@ func TestRecordsGoOutWhenTheirBufferedTimeIsUp(t *testing.T) {
 	putAll(t, p, 0, 3) // far from filling an aggregate or a request
 	// Wait for every record to be acknowledged or failed without calling Flush, which
 	// would send them at once.
-	for st := p.Stats(); st.UserRecords+st.Failures < 3; st = p.Stats() {
+	var st Stats
+	for st.UserRecords+st.Failures < 3 {
 		if time.Since(start) > 10*time.Second {
 			t.Fatalf("records not sent without a flush: stats %+v", st)
 		}
 		time.Sleep(time.Millisecond)
+		st.add(p.TakeStats())
 	}
 	api.mu.Lock()
 	sent := api.sent
@@ -56,7 +58,7 @@ func TestRecordsGoOutWhenTheirBufferedTimeIsUp(t *testing.T) {
 	if d := sent[0].Sub(start); d < cfg.MaxBufferedTime {
 		t.Errorf("records sent %v after the first Put, before their buffered time of %v was up", d, cfg.MaxBufferedTime)
 	}
-	if st := p.Stats(); st.UserRecords != 3 || st.KinesisRecords != 1 || st.PutRecordsCalls != 1 {
+	if st.add(p.TakeStats()); st.UserRecords != 3 || st.KinesisRecords != 1 || st.PutRecordsCalls != 1 {
 		t.Errorf("stats %+v, want the 3 records in one aggregate and one call", st)
 	}
 }
@@ -67,7 +69,7 @@ func TestRateLimiterKeepsAHealthyStreamFromThrottling(t *testing.T) {
 		wantThrottled bool
 	}{{100, false}, {0, true}} {
 		t.Run(fmt.Sprint("rate limit ", tc.percent, "%"), func(t *testing.T) {
-			srv := startServer(t, "rate", 1, kinesistest.WithLimits())
+			srv := kinesistest.StartT(t, kinesistest.WithStream("rate", 1), kinesistest.WithLimits())
 			cfg := testConfig("rate", false)
 			cfg.RateLimitPercent = tc.percent
 			p := newProducer(t, srv, cfg)
@@ -77,7 +79,7 @@ func TestRateLimiterKeepsAHealthyStreamFromThrottling(t *testing.T) {
 			if err := p.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			st := p.Stats()
+			st := p.TakeStats()
 			if f := p.Failures(); !tc.wantThrottled && len(f) != 0 {
 				t.Fatalf("%d failures: %s", len(f), f[0].Reason)
 			}
@@ -86,4 +88,12 @@ func TestRateLimiterKeepsAHealthyStreamFromThrottling(t *testing.T) {
 			}
 		})
 	}
+}
+
+// add adds to s the counts of o that the tests above read.
+func (s *Stats) add(o Stats) {
+	s.UserRecords += o.UserRecords
+	s.KinesisRecords += o.KinesisRecords
+	s.PutRecordsCalls += o.PutRecordsCalls
+	s.Failures += o.Failures
 }

@@ -109,7 +109,7 @@ type InvalidError struct {
 // Error returns the reason.
 func (e *InvalidError) Error() string { return e.Reason }
 
-// Stats are cumulative counts since the producer started.
+// Stats are counts of what a producer did, since the last TakeStats.
 type Stats struct {
 	UserRecords      int64 // user records acknowledged by the service
 	KinesisRecords   int64 // Kinesis records (aggregates or raw) acknowledged
@@ -305,14 +305,15 @@ func (p *Producer) Outstanding() int {
 	return p.outstanding
 }
 
-// Stats returns the cumulative counts.
-func (p *Producer) Stats() Stats {
+// TakeStats returns the counts since the last TakeStats and starts them again from zero,
+// for the caller to report as metrics: every count is returned once.
+func (p *Producer) TakeStats() Stats {
 	s := &p.stats
 	return Stats{
-		UserRecords: s.userRecords.Load(), KinesisRecords: s.kinesisRecords.Load(), Bytes: s.bytes.Load(),
-		PutRecordsCalls: s.calls.Load(), ThrottledEntries: s.throttled.Load(), Retries: s.retries.Load(),
-		Failures: s.failures.Load(), WrongShard: s.wrongShard.Load(), Rerouted: s.rerouted.Load(), ShardMapRefresh: s.refresh.Load(),
-		Unaggregated: s.unaggregated.Load(), DistributionSwitches: s.switches.Load(),
+		UserRecords: s.userRecords.Swap(0), KinesisRecords: s.kinesisRecords.Swap(0), Bytes: s.bytes.Swap(0),
+		PutRecordsCalls: s.calls.Swap(0), ThrottledEntries: s.throttled.Swap(0), Retries: s.retries.Swap(0),
+		Failures: s.failures.Swap(0), WrongShard: s.wrongShard.Swap(0), Rerouted: s.rerouted.Swap(0), ShardMapRefresh: s.refresh.Swap(0),
+		Unaggregated: s.unaggregated.Swap(0), DistributionSwitches: s.switches.Swap(0),
 	}
 }
 

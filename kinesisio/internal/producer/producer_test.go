@@ -33,19 +33,6 @@ func testConfig(stream string, aggregate bool) Config {
 	}
 }
 
-func startServer(t *testing.T, stream string, shards int, opts ...kinesistest.Option) *kinesistest.Server {
-	t.Helper()
-	srv, err := kinesistest.Start(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateStream(stream, shards); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
-
 func newProducer(t *testing.T, srv *kinesistest.Server, cfg Config) *Producer {
 	t.Helper()
 	p, err := New(srv.Client(func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} }), cfg)
@@ -94,7 +81,7 @@ func readBack(t *testing.T, srv *kinesistest.Server, stream string) streamcheck.
 }
 
 func TestAggregatedRecordsLandInTheirShardsExactlyOnce(t *testing.T) {
-	srv := startServer(t, "agg", 4, kinesistest.WithLimits())
+	srv := kinesistest.StartT(t, kinesistest.WithStream("agg", 4), kinesistest.WithLimits())
 	p := newProducer(t, srv, testConfig("agg", true))
 	const n = 20000
 	putAll(t, p, 0, n)
@@ -116,14 +103,14 @@ func TestAggregatedRecordsLandInTheirShardsExactlyOnce(t *testing.T) {
 	if res.KinesisRecords >= n/20 {
 		t.Errorf("%d Kinesis records for %d user records: aggregation did not pack them", res.KinesisRecords, n)
 	}
-	st := p.Stats()
+	st := p.TakeStats()
 	if st.UserRecords != n || st.Failures != 0 || st.KinesisRecords != int64(res.KinesisRecords) {
 		t.Errorf("stats %+v, want %d user records, %d Kinesis records, no failures", st, n, res.KinesisRecords)
 	}
 }
 
 func TestInvalidRecordsAreRefusedWithReasons(t *testing.T) {
-	srv := startServer(t, "inv", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("inv", 1))
 	p := newProducer(t, srv, testConfig("inv", true))
 	for name, tc := range map[string]struct {
 		rec  kpl.UserRecord
@@ -153,7 +140,7 @@ func TestInvalidRecordsAreRefusedWithReasons(t *testing.T) {
 }
 
 func TestBufferedBytesAreBounded(t *testing.T) {
-	srv := startServer(t, "mem", 1, kinesistest.WithLimits())
+	srv := kinesistest.StartT(t, kinesistest.WithStream("mem", 1), kinesistest.WithLimits())
 	cfg := testConfig("mem", false)
 	cfg.MaxBufferedBytes = 100_000
 	p := newProducer(t, srv, cfg)
@@ -178,13 +165,13 @@ func TestBufferedBytesAreBounded(t *testing.T) {
 	if f := p.Failures(); len(f) != 0 {
 		t.Fatalf("%d failures: %s", len(f), f[0].Reason)
 	}
-	if st := p.Stats(); st.UserRecords != 200 || st.ThrottledEntries != 0 {
+	if st := p.TakeStats(); st.UserRecords != 200 || st.ThrottledEntries != 0 {
 		t.Errorf("stats %+v: want 200 records written without throttling (the rate limiter holds them)", st)
 	}
 }
 
 func TestEmptyDataIsWrittenNotRefused(t *testing.T) {
-	srv := startServer(t, "empty", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("empty", 1))
 	p := newProducer(t, srv, testConfig("empty", false))
 	for _, data := range [][]byte{nil, {}} {
 		if err := p.Put(context.Background(), kpl.UserRecord{PartitionKey: "k", Data: data}, nil); err != nil {
@@ -197,7 +184,7 @@ func TestEmptyDataIsWrittenNotRefused(t *testing.T) {
 	if f := p.Failures(); len(f) != 0 {
 		t.Fatalf("%d failures: %s", len(f), f[0].Reason)
 	}
-	if st := p.Stats(); st.UserRecords != 2 {
+	if st := p.TakeStats(); st.UserRecords != 2 {
 		t.Errorf("%d records written, want 2", st.UserRecords)
 	}
 }

@@ -27,7 +27,7 @@ func TestSplitDuringTheWriteReroutes(t *testing.T) {
 		{"30% failing entries", kinesistest.Faults{Seed: 9, PutEntryThrottleRate: 0.15, PutEntryInternalFailureRate: 0.15, Operations: []string{"PutRecords"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := startServer(t, "split", 2)
+			srv := kinesistest.StartT(t, kinesistest.WithStream("split", 2))
 			cfg := testConfig("split", true)
 			cfg.Limits.MaxAggregateRecords = 20 // many aggregates, so every path is taken
 			cfg.Retry.Retries = 30
@@ -62,7 +62,7 @@ func TestSplitDuringTheWriteReroutes(t *testing.T) {
 			if f := p.Failures(); len(f) != 0 {
 				t.Fatalf("%d failures, first: %+v", len(f), f[0])
 			}
-			st := p.Stats()
+			st := p.TakeStats()
 			if st.ShardMapRefresh == 0 || st.WrongShard == 0 || (tc.wantRerouted && st.Rerouted == 0) {
 				t.Errorf("stats %+v: want the map refreshed, wrong-shard aggregates re-sent, retried records re-routed (%v)", st, tc.wantRerouted)
 			}
@@ -121,7 +121,7 @@ func waitActive(t *testing.T, c *kinesis.Client, stream string) {
 }
 
 func TestExplicitHashKeysRouteInsteadOfPartitionKeys(t *testing.T) {
-	srv := startServer(t, "ehk", 4)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("ehk", 4))
 	p := newProducer(t, srv, testConfig("ehk", true))
 	const n = 400
 	for i := 0; i < n; i++ {

@@ -18,7 +18,7 @@ import (
 func TestFaultsAndThrottlingLoseNothing(t *testing.T) {
 	for _, aggregate := range []bool{true, false} {
 		t.Run(fmt.Sprint("aggregate=", aggregate), func(t *testing.T) {
-			srv := startServer(t, "faults", 2, kinesistest.WithLimits(), kinesistest.WithFaults(kinesistest.Faults{
+			srv := kinesistest.StartT(t, kinesistest.WithStream("faults", 2), kinesistest.WithLimits(), kinesistest.WithFaults(kinesistest.Faults{
 				Seed: 7, PutEntryThrottleRate: 0.15, PutEntryInternalFailureRate: 0.15, ServerErrorRate: 0.1,
 				Operations: []string{"PutRecords"}}))
 			cfg := testConfig("faults", aggregate)
@@ -32,7 +32,7 @@ func TestFaultsAndThrottlingLoseNothing(t *testing.T) {
 			if f := p.Failures(); len(f) != 0 {
 				t.Fatalf("%d failures, first: %+v", len(f), f[0])
 			}
-			st := p.Stats()
+			st := p.TakeStats()
 			if st.Retries == 0 || st.ThrottledEntries == 0 {
 				t.Errorf("stats %+v: the faults were not exercised", st)
 			}
@@ -46,7 +46,7 @@ func TestFaultsAndThrottlingLoseNothing(t *testing.T) {
 }
 
 func TestRetriesRunningOutReportEveryRecord(t *testing.T) {
-	srv := startServer(t, "out", 2)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("out", 2))
 	// 80% of entries fail on every attempt; with one retry about two thirds of the
 	// records run out of retries and are reported, the rest are written.
 	srv.SetFaults(kinesistest.Faults{Seed: 3, PutEntryThrottleRate: 0.6, PutEntryInternalFailureRate: 0.2, Operations: []string{"PutRecords"}})
@@ -84,13 +84,13 @@ func TestRetriesRunningOutReportEveryRecord(t *testing.T) {
 	if d := streamcheck.Diff(written, wantMultiset(0, n), 5); d != "" {
 		t.Fatalf("written + failed != input: %s", d)
 	}
-	if st := p.Stats(); st.Failures != int64(len(failures)) || st.UserRecords+st.Failures != n {
+	if st := p.TakeStats(); st.Failures != int64(len(failures)) || st.UserRecords+st.Failures != n {
 		t.Errorf("stats %+v: want %d failures and acknowledged + failed = %d", st, len(failures), n)
 	}
 }
 
 func TestWholeRequestFailureFailsItsRecords(t *testing.T) {
-	srv := startServer(t, "fatal", 1)
+	srv := kinesistest.StartT(t, kinesistest.WithStream("fatal", 1))
 	cfg := testConfig("fatal", false)
 	p := newProducer(t, srv, cfg)
 	putAll(t, p, 0, 10)
@@ -114,7 +114,7 @@ func TestWholeRequestFailureFailsItsRecords(t *testing.T) {
 }
 
 func TestLostResponsesDuplicateButLoseNothing(t *testing.T) {
-	srv := startServer(t, "lost", 2, kinesistest.WithFaults(kinesistest.Faults{Seed: 4,
+	srv := kinesistest.StartT(t, kinesistest.WithStream("lost", 2), kinesistest.WithFaults(kinesistest.Faults{Seed: 4,
 		DropConnectionRate: 0.1, DropAfterProcessingRate: 0.1, Operations: []string{"PutRecords"}}))
 	cfg := testConfig("lost", true)
 	cfg.Limits.MaxAggregateRecords = 20
@@ -130,7 +130,7 @@ func TestLostResponsesDuplicateButLoseNothing(t *testing.T) {
 	if f := p.Failures(); len(f) != 0 {
 		t.Fatalf("%d failures, first: %+v", len(f), f[0])
 	}
-	if st := p.Stats(); st.Retries == 0 {
+	if st := p.TakeStats(); st.Retries == 0 {
 		t.Errorf("stats %+v: no request was retried; the dropped connections were not exercised", st)
 	}
 	got := streamcheck.Multiset(readBack(t, srv, "lost").Records, userKey)

@@ -29,14 +29,7 @@ type env struct {
 // newEnv starts a server with an ON_DEMAND stream "s" and a queue "q" on it made with cfg.
 func newEnv(t *testing.T, cfg kinesistest.QueueConfig, opts ...kinesistest.Option) *env {
 	t.Helper()
-	srv, err := kinesistest.Start(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.CreateOnDemandStream("s", 2, ""); err != nil {
-		t.Fatal(err)
-	}
+	srv := kinesistest.StartT(t, append(opts, kinesistest.WithOnDemandStream("s", 2, ""))...)
 	arn, err := srv.CreateQueue("q", "s", cfg)
 	if err != nil {
 		t.Fatal(err)
