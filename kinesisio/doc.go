@@ -18,15 +18,12 @@
 // fix, never at run time. Without credential options the AWS SDK's default chain applies:
 // environment, shared files, web identity, ECS task role, EC2 instance profile. Static keys
 // travel inside the serialised pipeline and are never logged; prefer the default chain or
-// [WithAssumeRole].
+// [WithAssumeRole]. The stream argument is a stream name or a stream ARN (for a stream in
+// another account); with an ARN the client's region is the ARN's, and a different
+// [WithRegion] is refused.
 //
-// The stream argument is a stream name or a stream ARN
-// (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME, for example a stream in another account),
-// sent as the API's StreamARN. The client's region is then the ARN's (a different
-// [WithRegion] is refused), and records still carry the stream's name.
-//
-// How the package works inside (its files, one record's path, the state a worker keeps, its
-// vocabulary) is described in kinesisio/DESIGN.md in the repository.
+// How the package works inside (its files, one record's path, pacing, the state a worker
+// keeps, its vocabulary) is described in kinesisio/DESIGN.md in the repository.
 //
 // # Reading
 //
@@ -38,23 +35,19 @@
 // before the read started, and stops: the batch and backfill mode.
 //
 // A shard reader yields to the runner (a self-checkpoint) after [WithMaxRecordsPerFetch]
-// user records (100000) or [WithMaxFetchTime] (1s), at the position of the last user record
-// it emitted, so a read that resumes inside a KPL aggregate skips the user records it has
-// already emitted. Aggregates are split into their user records unless
-// [WithoutDeaggregation] keeps them whole. As the KCL does, a record that carries the KPL
-// magic but fails its checksum or does not parse is passed through whole, and an aggregate
-// that holds user records outside its shard's hash range is dropped; both are logged and
-// counted.
+// user records (100000) or [WithMaxFetchTime] (1s), at the last user record it emitted, even
+// inside a KPL aggregate. Aggregates are split into their user records unless
+// [WithoutDeaggregation] keeps them whole. As the KCL does, a record with the KPL magic that
+// does not parse is passed through whole, and an aggregate holding user records outside its
+// shard's hash range is dropped; both are logged and counted.
 //
 // Event time is the record's ApproximateArrivalTimestamp (millisecond precision) unless
 // [WithProcessingTimeWatermarkPolicy] or [WithCustomWatermarkPolicy] says otherwise. A
 // shard's watermark is the latest arrival time it has read, and the read's watermark is the
 // minimum over its shards. A caught-up shard that gets no records for [WithIdleThreshold]
 // (5s) advances its watermark to the poll time minus that threshold, so one idle shard does
-// not hold every window back. A shard found while the read runs starts at the time of the
-// poll before it appeared, so its records are not late, and the watermark never advances
-// while reads fail. So a fixed window fires once every shard has read past its end, and
-// under the arrival-time policy no record arrives behind the watermark.
+// not hold every window back. A new shard's records are not late, and the watermark never
+// advances while reads fail.
 //
 // A read with an end reads every record that arrived before that end: [ReadBounded] ends at
 // its start, or [WithMaxReadTime] after it; [Read] with [WithMaxReadTime] ends that long
@@ -62,13 +55,10 @@
 // [WithPropagationDelay] (1s) after the end, as Kinesis makes a record readable only after
 // a short delay. [WithMaxRecords] stops each shard after n user records.
 //
-// Polling keeps to a shard's read budget, 5 GetRecords calls a second shared by every
-// consumer of the stream: a caught-up shard waits [WithPollInterval] (250ms) after an empty
-// page and reads at the tip at most 4 times a second, leaving a read a second to others
-// ([WithIdleTimeBetweenReads] leaves more); a shard that is behind is read back to back,
-// paced by the service's limits. These intervals hold even when a runner resumes a reader
-// at once, ignoring the delay it asked for. A shard's backlog (its estimated unread bytes)
-// is its residual's size, what Dataflow scales streaming jobs on.
+// Polling keeps to a shard's budget of 5 GetRecords calls a second, shared by every consumer
+// of the stream: a caught-up shard waits [WithPollInterval] (250ms) after an empty page and
+// leaves at least one call a second to others ([WithIdleTimeBetweenReads] leaves more); a
+// shard that is behind is read back to back.
 //
 // Throttling, 5xx and dropped connections are retried with exponential backoff and full
 // jitter ([WithRetries]: 3 retries, from 1s to 10s); an expired iterator is renewed from the
@@ -98,8 +88,7 @@
 // [WithStartingPosition] says where a shard starts when nothing else gives its position:
 //
 //   - [Latest], the default (as in the Spark connectors): after the newest record when the
-//     read begins. The read fixes that moment at its start and reads AT_TIMESTAMP from it,
-//     so a self-checkpoint taken before the first record arrives skips nothing.
+//     read begins; a self-checkpoint before the first record arrives skips nothing.
 //   - [TrimHorizon] ("earliest" in [ParseStartingPosition]): the oldest record each shard
 //     retains.
 //   - [AtTimestamp]: the first record that arrived at or after a time (millisecond
@@ -110,10 +99,9 @@
 // Shards created while the read runs are read from their beginning. A checkpoint table's
 // positions come first: the starting position applies only to shards the table has no
 // position for. [ReadBounded] with the default [Latest] reads nothing; pass [TrimHorizon] or
-// [AtTimestamp] for a backfill. [ParseStartingPosition] reads the Spark connectors' forms:
-// "latest", "trim_horizon", "earliest", "AT_TIMESTAMP <RFC 3339 time>", or the JSON map of
-// shard positions they keep in their offsets. A job without a table resumes where another
-// stopped with [AtTimestamp] or such a map.
+// [AtTimestamp] for a backfill. [ParseStartingPosition] reads the Spark connectors' forms
+// ("latest", "trim_horizon", "earliest", "AT_TIMESTAMP <RFC 3339 time>", or their JSON map
+// of shard positions), with which a job without a table resumes where another stopped.
 //
 // # Enhanced fan-out
 //
@@ -134,11 +122,8 @@
 // one stopped. Without a table, positions live only in the runner's state (its checkpoints
 // and savepoints, a Dataflow update). The table's region and credentials are the Kinesis
 // client's; [WithCheckpointTableEndpoint] points it at a local DynamoDB. Use one table per
-// stream. A missing table is created with hash key leaseKey and the
-// LeaseOwnerToLeaseKeyIndex index KCL 3 expects. Each shard has one item: leaseKey (the
-// shard id), checkpoint (a sequence number, TRIM_HORIZON, AT_TIMESTAMP or SHARD_END),
-// checkpointSubSequenceNumber, leaseCounter, leaseOwner, ownerSwitchesSinceCheckpoint,
-// parentShardId, childShardIds, startingHashKey and endingHashKey. What holds:
+// stream. A missing table is created as KCL 3 expects; each shard has one item, keyed by
+// its shard id (the item's attributes are listed in kinesisio/DESIGN.md). What holds:
 //
 //   - A position is written only after the runner committed the bundle that read it.
 //   - A job started on the table resumes each shard after its committed position (inside a
@@ -153,9 +138,8 @@
 //     last seen, and replaces a position only with a later one.
 //   - A write the table refuses (validation, a deleted table, denied access) fails the
 //     commit step's bundle, naming the table and the shards. While the table is unreachable
-//     the read goes on and the worker holds each shard's furthest position until DynamoDB
-//     answers (a job that dies meanwhile leaves the table behind its read); new shards wait
-//     for their leases. A [ReadBounded] waits up to 2 minutes at its end, then fails.
+//     the read goes on, its positions are written when DynamoDB answers, and new shards wait
+//     for their leases; a [ReadBounded] waits up to 2 minutes at its end, then fails.
 //
 // A job holds the lease of each shard it reads and renews it every third of
 // [WithCheckpointLeaseDuration] (10s, the KCL's failoverTimeMillis). A job that finds another
@@ -164,14 +148,11 @@
 // [WithCheckpointTakeover] takes the leases at once (a redeployment), and the old job stops
 // at its next write. There are never two writers.
 //
-// Cost and permissions: one conditional UpdateItem per shard per commit-step bundle, one
-// per shard per third of the lease duration while nothing new is committed, and a GetItem
-// per shard at the start. Besides its Kinesis permissions the job needs, on the table,
-// dynamodb:DescribeTable, GetItem, PutItem and UpdateItem, and CreateTable if it creates
-// the table. To share a table with a KCL application, name the table after the application
-// and set [WithCheckpointLeaseDuration] to its failoverTimeMillis; the KCL needs permissions
-// of its own (it scans the table and queries the index), and KCL 3 keeps two more tables,
-// APP-CoordinatorState and APP-WorkerMetricStats.
+// Cost: about one conditional UpdateItem per shard per commit-step bundle or lease renewal.
+// Besides its Kinesis permissions the job needs, on the table, dynamodb:DescribeTable,
+// GetItem, PutItem and UpdateItem, and CreateTable if it creates the table. To share a table
+// with a KCL application, name the table after the application and set
+// [WithCheckpointLeaseDuration] to its failoverTimeMillis.
 //
 // # Committing after the sinks
 //
@@ -243,9 +224,8 @@
 // at its end. Entries the service fails are retried ([WithRetries]); what still fails goes
 // to the failed output as a [FailedMessage], a dead letter the write never sends again, or
 // fails the bundle with [WithFailOnError]. Messages the service would refuse go to the
-// failed output at once with [ErrorCodeInvalidMessage]. [Write] has the details: record
-// sizes up to 10 MiB, streams that distribute records themselves (AUTO).
-// [MessagesFromBytes] and [MessagesFromStrings] key messages with a registered function;
+// failed output at once with [ErrorCodeInvalidMessage]. [Write] has the details (record
+// sizes up to 10 MiB, streams that distribute records themselves). [MessagesFromBytes] and [MessagesFromStrings] key messages with a registered function;
 // [MessagesWithRandomKeys] spreads them evenly over the shards.
 //
 // # Delivery guarantees
@@ -316,16 +296,14 @@
 // to other SDKs and through Java runners' coders; a nil Data crosses as an empty one.
 //
 // Flink runs the pipelines through Beam's Flink job server (pipelines/flinkrunner sends the
-// options a streaming read needs). Portable Flink does not split splittable DoFn work, so
-// the readers yield after [WithMaxFetchTime] or [WithMaxRecordsPerFetch], and Flink
-// truncates resume delays and watermark holds to whole seconds. Beam's Flink
-// runner before 2.76 keeps every residual a splittable DoFn returns (Beam issue #27648),
-// so a long streaming read's Flink checkpoint and heap grow: use a 2.76 or later job
-// server. Flink commits at its checkpoints but hands elements downstream at once, so a
-// table written by [Read] can be ahead of Flink's last completed checkpoint: a job restored
-// from its own checkpoint or savepoint is not affected, but a new job started from the table
-// after a crash can skip what the crashed job read after it. Move a job with a savepoint,
-// or read with [WithCommitAfterSinks].
+// options a streaming read needs); the readers yield after [WithMaxFetchTime] or
+// [WithMaxRecordsPerFetch], as portable Flink does not split their work. Beam's Flink runner
+// before 2.76 keeps every residual a splittable DoFn returns (Beam issue #27648), so a long
+// read's checkpoints and heap grow: use a 2.76 or later job server. A table written by
+// [Read] on Flink can be ahead of Flink's last completed checkpoint: a job restored from its
+// own checkpoint or savepoint is not affected, but a new job started from the table after a
+// crash can skip what the crashed job read after it. Move a job with a savepoint, or read
+// with [WithCommitAfterSinks].
 //
 // Dataflow scales a streaming job on the readers' backlog, a drain ends the reads
 // (TruncateRestriction), and an update keeps their state.
@@ -369,10 +347,8 @@
 //	kinesis.metadataCommitterType = DYNAMODB,      WithCheckpointTable (+ WithCheckpointTableEndpoint)
 //	  kinesis.dynamodb.tableName (awslabs)
 //
-// The seeds poll again after idleTimeBetweenReadsInMs or 1s; [WithPollInterval] is how long
-// a caught-up shard waits after an empty page, while a shard that is behind reads again at
-// once. The seed's flushwaittimemillis (spelled kniesis.… in its source) was the interval of
-// its flush loop; [Write] does not poll, so [WithFlushWaitTime] bounds the end-of-bundle
-// wait instead, failing the bundle (which the runner retries) when it runs out. The
-// pipelines' flags for these options are listed in pipelines/README.md.
+// The seed's flushwaittimemillis (spelled kniesis.… in its source) was its flush loop's
+// interval; [WithFlushWaitTime] bounds the end-of-bundle wait instead, failing the bundle
+// (which the runner retries) when it runs out. The pipelines' flags for these options are
+// listed in pipelines/README.md.
 package kinesisio
