@@ -62,16 +62,13 @@
 //
 // Throttling, 5xx and dropped connections are retried with exponential backoff and full
 // jitter ([WithRetries]: 3 retries, from 1s to 10s); an expired iterator is renewed from the
-// last claimed position. When the retries run out, a [Read] does not fail: it logs a
-// warning, counts unavailable and resumes from its last claimed position one maximum retry
-// interval later. A [ReadBounded] fails. A starting or resume position that retention has
-// already trimmed fails the read (the default) or, with [WithSkipOnDataLoss], continues from
-// the oldest retained record; a closed shard past retention is ended under the same rule, as
-// the KCL does. A deleted stream or a deregistered enhanced fan-out consumer fails the read
-// with an error that says which. A [Read] that has not once listed its stream's shards since
-// it started is not riding out an outage but most likely pointed at the wrong endpoint or
-// region: after [WithStartupTimeout] (3 minutes; 0 rides out from the start) of failed
-// listings it fails with [ErrNeverReached], naming the endpoint and the last error.
+// last claimed position. When the retries run out a [ReadBounded] fails, and a [Read] logs a
+// warning, counts unavailable and resumes from its last claimed position later; but a [Read]
+// that has not once listed its shards fails after [WithStartupTimeout] (3 minutes; 0 rides
+// out from the start) with [ErrNeverReached]. A position retention has trimmed fails the
+// read or, with [WithSkipOnDataLoss], continues from the oldest retained record (a closed
+// shard past retention is ended under the same rule, as the KCL does). A deleted stream or
+// a deregistered enhanced fan-out consumer fails the read, saying which.
 //
 // # Errors
 //
@@ -108,12 +105,10 @@
 // [WithEnhancedFanOut] reads every shard with SubscribeToShard as a named stream consumer,
 // instead of polling GetRecords: the consumer has its own 2 MiB/s per shard, outside the
 // polling budget, and records are pushed as they arrive. The readers register the consumer
-// if the stream has none of that name, reuse it if it has, wait until it is ACTIVE, and
-// never deregister it; [WithEnhancedFanOutConsumerARN] names a consumer registered
-// beforehand. Positions, deaggregation, watermarks, the checkpoint table and metrics are
-// those of polling; [WithMaxRecordsPerRead] and [WithIdleTimeBetweenReads] do not apply and
-// are refused, and so is [WithPollInterval] except for Read's parent check with a checkpoint
-// table.
+// if the stream has none of that name, reuse it if it has, and never deregister it;
+// [WithEnhancedFanOutConsumerARN] names a consumer registered beforehand. Positions,
+// deaggregation, watermarks, the checkpoint table and metrics are those of polling; the
+// polling options are refused.
 //
 // # Checkpoint table
 //
@@ -138,21 +133,18 @@
 //     last seen, and replaces a position only with a later one.
 //   - A write the table refuses (validation, a deleted table, denied access) fails the
 //     commit step's bundle, naming the table and the shards. While the table is unreachable
-//     the read goes on, its positions are written when DynamoDB answers, and new shards wait
-//     for their leases; a [ReadBounded] waits up to 2 minutes at its end, then fails.
+//     the read goes on and its positions are written when DynamoDB answers.
+//   - There are never two writers. A job holds each shard's lease, renewed every third of
+//     [WithCheckpointLeaseDuration] (10s, the KCL's failoverTimeMillis); a job that finds
+//     another owner's lease waits one lease duration, as the KCL does, and fails with
+//     [ErrLeaseHeld] if the owner is alive. [WithCheckpointTakeover] takes the leases at once
+//     (a redeployment), and the old job stops at its next write.
 //
-// A job holds the lease of each shard it reads and renews it every third of
-// [WithCheckpointLeaseDuration] (10s, the KCL's failoverTimeMillis). A job that finds another
-// owner's lease watches its counter for one lease duration, as the KCL does: if it moved,
-// the job fails naming the live owner; if not, it takes the lease over.
-// [WithCheckpointTakeover] takes the leases at once (a redeployment), and the old job stops
-// at its next write. There are never two writers.
-//
-// Cost: about one conditional UpdateItem per shard per commit-step bundle or lease renewal.
-// Besides its Kinesis permissions the job needs, on the table, dynamodb:DescribeTable,
-// GetItem, PutItem and UpdateItem, and CreateTable if it creates the table. To share a table
-// with a KCL application, name the table after the application and set
-// [WithCheckpointLeaseDuration] to its failoverTimeMillis.
+// The job needs dynamodb:DescribeTable, GetItem, PutItem and UpdateItem on the table (and
+// CreateTable to create it); it makes about one conditional UpdateItem per shard per
+// commit-step bundle or lease renewal. To share a table with a KCL application, name the
+// table after the application and set [WithCheckpointLeaseDuration] to its
+// failoverTimeMillis.
 //
 // # Committing after the sinks
 //
@@ -187,21 +179,19 @@
 // extending, and its records come back after their visibility timeout.
 //
 // Delivery is at least once and unordered: a record comes back after a dead worker, a
-// stale handle (its record was delivered again; counted in stale_handles, logged once, not
-// fatal), a failed acknowledgement, or, rarely, after its acknowledgement. Every delivery has
-// the same RecordId. Without [WithQueueDeduplication] the pipeline sees those deliveries
-// again; with it, a stateful step keyed by RecordId (and SubIndex) passes each record once
-// within the given span of event time, in one job. KPL aggregates a queue delivers whole
-// are split into their user records (SubIndex), unless [WithoutDeaggregation]; all of them
-// are acknowledged together.
+// failed acknowledgement, a stale handle (counted in stale_handles, logged once, not fatal)
+// or, rarely, after its acknowledgement; every delivery has the same RecordId. With
+// [WithQueueDeduplication] a stateful step keyed by RecordId (and SubIndex) passes each
+// record once within the given span, in one job; without it the pipeline sees every
+// delivery. KPL aggregates a queue delivers whole are split into their user records
+// (SubIndex) unless [WithoutDeaggregation], and acknowledged together.
 //
 // Event time is the receive time ([QueueRecord].ReceiveTimestamp), and the watermark
-// follows the wall clock: a record that comes back after a worker died arrives a visibility
-// timeout or more after its arrival time, when the job's windows have moved on; by its
-// receive time it lands in an open window, where the arrival time would make it late, so
-// dropped by its window and acknowledged all the same (lost). The cost: windows hold
-// records by when the job got them, not when the stream did. A pipeline that needs arrival
-// or producer time re-stamps records itself and sets an allowed lateness of at least the
+// follows the wall clock. A record that comes back after a worker died arrived a visibility
+// timeout or more ago: by its arrival time it would be late, dropped by its window and
+// acknowledged all the same (lost); by its receive time it lands in an open window. The
+// cost: windows hold records by when the job got them. A pipeline that needs arrival or
+// producer time re-stamps records itself, with an allowed lateness of at least the
 // processing timeout.
 //
 // [ReadQueueDeadLetters] reads the dead-letter side (records received MaxReceiveCount times
@@ -225,8 +215,9 @@
 // to the failed output as a [FailedMessage], a dead letter the write never sends again, or
 // fails the bundle with [WithFailOnError]. Messages the service would refuse go to the
 // failed output at once with [ErrorCodeInvalidMessage]. [Write] has the details (record
-// sizes up to 10 MiB, streams that distribute records themselves). [MessagesFromBytes] and [MessagesFromStrings] key messages with a registered function;
-// [MessagesWithRandomKeys] spreads them evenly over the shards.
+// sizes up to 10 MiB, streams that distribute records themselves). [MessagesFromBytes] and
+// [MessagesFromStrings] key messages with a registered function; [MessagesWithRandomKeys]
+// spreads them evenly over the shards.
 //
 // # Delivery guarantees
 //
@@ -239,9 +230,8 @@
 //   - At-least-once across jobs, with a checkpoint table (above).
 //   - At-least-once write: a [Write] bundle finishes only when every message is
 //     acknowledged by Kinesis or emitted as a [FailedMessage] (or the bundle fails).
-//   - A read with an end reads every record that arrived before it.
-//   - The watermark: under the arrival-time policy no record arrives behind it, and a
-//     window fires once every shard has read past its end.
+//   - A read with an end reads every record that arrived before it, and under the
+//     arrival-time policy no record arrives behind the watermark.
 //
 // Not guaranteed:
 //
@@ -259,27 +249,14 @@
 //
 // # Metrics
 //
-// The read reports, in namespace "kinesisio" (counters unless marked):
-//
-//	records, bytes                  user records emitted, their data bytes
-//	getrecords_calls                GetRecords calls, retries included
-//	records_per_getrecords          distribution: Kinesis records per page
-//	throttles, retries              throttled calls; retried Kinesis calls of the read
-//	expired_iterators               shard iterators renewed after they expired
-//	iterators_reused                calls that continued the iterator a previous call left
-//	unavailable                     calls that gave up on Kinesis and resume later
-//	millis_behind_latest            gauge: the last MillisBehindLatest
-//	backlog_bytes                   gauge: the estimated unread bytes of a shard
-//	aggregates_passed_through       records that looked like KPL aggregates but were not
-//	aggregates_outside_shard        aggregates dropped for user records outside the shard
-//	aggregates_outside_shard_kept   such aggregates kept: the stream distributes records
-//	checkpoints_inside_aggregates   self-checkpoints after a user record inside an aggregate
-//	data_loss_skips                 trimmed positions skipped under WithSkipOnDataLoss
-//	shards_discovered               shards discovery emitted
-//	subscribe_calls, resubscribes   SubscribeToShard calls; renewals before the shard ended
-//	subscriptions_reused            calls that continued a previous call's subscription
-//
-// With a checkpoint table, in the same namespace: checkpoint_commits,
+// The read reports in namespace "kinesisio" (counters unless marked): records and bytes
+// (user records emitted, their data bytes), getrecords_calls, the distribution
+// records_per_getrecords, throttles, retries, expired_iterators, iterators_reused,
+// unavailable (calls that gave up and resume later), the gauges millis_behind_latest and
+// backlog_bytes (a shard's estimated unread bytes), aggregates_passed_through,
+// aggregates_outside_shard, aggregates_outside_shard_kept, checkpoints_inside_aggregates,
+// data_loss_skips, shards_discovered, subscribe_calls, resubscribes and
+// subscriptions_reused. With a checkpoint table, in the same namespace: checkpoint_commits,
 // checkpoint_dynamodb_calls, checkpoint_shard_ends, checkpoint_leases_lost,
 // checkpoint_lease_renewals, checkpoint_table_unavailable (commits held while the table was
 // unreachable), checkpoint_committed_records_<shard id>, and the distributions
@@ -287,7 +264,8 @@
 // written item). [Write] reports in namespace "kinesisio.Write": user_records,
 // kinesis_records, bytes, putrecords_calls, throttled_entries, retries, failed_messages,
 // invalid_messages, wrong_shard_aggregates, rerouted_messages, service_distributed_messages,
-// distribution_switches, and the distribution aggregate_bytes.
+// distribution_switches, and the distribution aggregate_bytes. The queue reads' metrics are
+// listed under Queues.
 //
 // # Runners
 //
@@ -296,10 +274,9 @@
 // to other SDKs and through Java runners' coders; a nil Data crosses as an empty one.
 //
 // Flink runs the pipelines through Beam's Flink job server (pipelines/flinkrunner sends the
-// options a streaming read needs); the readers yield after [WithMaxFetchTime] or
-// [WithMaxRecordsPerFetch], as portable Flink does not split their work. Beam's Flink runner
-// before 2.76 keeps every residual a splittable DoFn returns (Beam issue #27648), so a long
-// read's checkpoints and heap grow: use a 2.76 or later job server. A table written by
+// options a streaming read needs). Beam's Flink runner before 2.76 keeps every residual a
+// splittable DoFn returns (Beam issue #27648), so a long read's checkpoints and heap grow:
+// use a 2.76 or later job server. A table written by
 // [Read] on Flink can be ahead of Flink's last completed checkpoint: a job restored from its
 // own checkpoint or savepoint is not affected, but a new job started from the table after a
 // crash can skip what the crashed job read after it. Move a job with a savepoint, or read
@@ -310,45 +287,37 @@
 //
 // # Spark connector options
 //
-// The Spark connectors of our seeds, qubole's kinesis-sql (source and sink) and awslabs'
-// spark-sql-kinesis-connector (which prefixes every option with "kinesis."), have these
-// options; each maps to an option here (seed default, then ours):
+// The options of the seeds' Spark connectors, qubole's kinesis-sql and awslabs'
+// spark-sql-kinesis-connector (which prefixes each with "kinesis."), map to these (seed
+// default, then ours; "exec." is kinesis.executor., "client." is kinesis.client.):
 //
-//	streamName                                     the stream argument of Read, ReadBounded, Write
-//	endpointUrl (us-east-1's)                      WithEndpoint (the region's)
-//	kinesis.region (awslabs)                       WithRegion (the AWS SDK's resolution)
-//	awsAccessKeyId, awsSecretKey                   WithStaticCredentials (+ WithSessionToken)
-//	awsSTSRoleARN, awsSTSSessionName               WithAssumeRole (STS with the base credentials)
-//	awsUseInstanceProfile (true)                   the default chain; no switch turns it off
-//	startingPosition, startingposition (LATEST)    WithStartingPosition (Latest); ParseStartingPosition
-//	failondataloss (true)                          failing by default; false is WithSkipOnDataLoss
-//	kinesis.executor.maxFetchTimeInMs (1000)       WithMaxFetchTime (1s)
-//	kinesis.executor.maxFetchRecordsPerShard       WithMaxRecordsPerFetch (100000)
-//	  (100000)
-//	kinesis.executor.maxRecordPerRead (10000)      WithMaxRecordsPerRead (10000; 1 to 10000)
-//	kinesis.executor.addIdleTimeBetweenReads       WithIdleTimeBetweenReads (0, off), one option
-//	  (false), ...idleTimeBetweenReadsInMs (1000)    for both
-//	(none)                                         WithPollInterval (250ms)
-//	kinesis.client.describeShardInterval (1s)      WithDescribeShardInterval (1s)
-//	kinesis.client.numRetries (3),                 WithRetries (3, 1s, 10s), for reads and writes
-//	  ...retryIntervalMs (1000),
-//	  ...maxRetryIntervalMs (10000)
-//	kinesis.client.avoidEmptyBatches (false)       not applicable: Beam runs no micro-batches
-//	sink kinesis.executor.recordMaxBufferedTime    WithRecordMaxBufferedTime (100ms, the KPL's)
-//	  (1000)
-//	sink kinesis.executor.maxConnections (1)       WithMaxConnections (24, the KPL's; 1 to 256)
-//	sink kinesis.executor.aggregationEnabled       WithAggregation (the default), WithoutAggregation
-//	  (true)
-//	sink kniesis.executor.flushwaittimemillis      WithFlushWaitTime (no bound)
-//	  (100)
-//	kinesis.consumerType (awslabs: GetRecords)     polling by default; SubscribeToShard is
-//	                                                 WithEnhancedFanOut or WithEnhancedFanOutConsumerARN
-//	kinesis.consumerName (awslabs)                 the consumer name of WithEnhancedFanOut
-//	kinesis.metadataCommitterType = DYNAMODB,      WithCheckpointTable (+ WithCheckpointTableEndpoint)
-//	  kinesis.dynamodb.tableName (awslabs)
+//	streamName                           the stream argument of Read, ReadBounded, Write
+//	endpointUrl (us-east-1's)            WithEndpoint (the region's)
+//	kinesis.region (awslabs)             WithRegion (the AWS SDK's resolution)
+//	awsAccessKeyId, awsSecretKey         WithStaticCredentials (+ WithSessionToken)
+//	awsSTSRoleARN, awsSTSSessionName     WithAssumeRole (STS with the base credentials)
+//	awsUseInstanceProfile (true)         the default chain; no switch turns it off
+//	startingPosition (LATEST)            WithStartingPosition (Latest); ParseStartingPosition
+//	failondataloss (true)                failing by default; false is WithSkipOnDataLoss
+//	exec.maxFetchTimeInMs (1000)         WithMaxFetchTime (1s)
+//	exec.maxFetchRecordsPerShard (1e5)   WithMaxRecordsPerFetch (100000)
+//	exec.maxRecordPerRead (10000)        WithMaxRecordsPerRead (10000; 1 to 10000)
+//	exec.addIdleTimeBetweenReads,        WithIdleTimeBetweenReads (0, off), one option
+//	  ...idleTimeBetweenReadsInMs (1000)
+//	(none)                               WithPollInterval (250ms)
+//	client.describeShardInterval (1s)    WithDescribeShardInterval (1s)
+//	client.numRetries (3), retryInterval WithRetries (3, 1s, 10s), reads and writes
+//	  Ms (1000), maxRetryIntervalMs (1e4)
+//	client.avoidEmptyBatches (false)     not applicable: Beam runs no micro-batches
+//	sink exec.recordMaxBufferedTime      WithRecordMaxBufferedTime (100ms, the KPL's; 1000)
+//	sink exec.maxConnections (1)         WithMaxConnections (24, the KPL's; 1 to 256)
+//	sink exec.aggregationEnabled (true)  WithAggregation (the default), WithoutAggregation
+//	sink kniesis.exec.flushwaittimemillis WithFlushWaitTime (no bound; the seed's 100 was its
+//	                                       flush loop's interval, ours bounds a bundle's end)
+//	consumerType (awslabs: GetRecords)   WithEnhancedFanOut, WithEnhancedFanOutConsumerARN
+//	consumerName (awslabs)               the consumer name of WithEnhancedFanOut
+//	metadataCommitterType = DYNAMODB,    WithCheckpointTable (+ WithCheckpointTableEndpoint)
+//	  dynamodb.tableName (awslabs)
 //
-// The seed's flushwaittimemillis (spelled kniesis.… in its source) was its flush loop's
-// interval; [WithFlushWaitTime] bounds the end-of-bundle wait instead, failing the bundle
-// (which the runner retries) when it runs out. The pipelines' flags for these options are
-// listed in pipelines/README.md.
+// The pipelines' flags for these options are listed in pipelines/README.md.
 package kinesisio
