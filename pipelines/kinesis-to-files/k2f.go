@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -95,13 +94,13 @@ type environment struct {
 	serverOptions []kinesistest.Option
 	// seed puts the records of the embedded stream; nil puts embeddedRecords.
 	seed func(ctx context.Context, srv *kinesistest.Server) error
+	// queueOpts are appended to a queue read's options (e.g. to end it when idle).
+	queueOpts []kinesisio.QueueOption
 }
 
 // job is a resolved configuration.
 type job struct {
-	stream     string
-	opts       []kinesisio.ReadOption
-	bounded    bool
+	in         pipeflags.Input
 	window     time.Duration
 	format     string
 	eventsDir  string
@@ -145,39 +144,47 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 		}
 		s3cfg = c
 	}
-	j := job{stream: cfg.Stream, window: cfg.Source.Window, shards: cfg.Shards, format: cfg.Format, s3: s3cfg,
+	j := job{window: cfg.Source.Window, shards: cfg.Shards, format: cfg.Format, s3: s3cfg,
 		jsonOption: decode.JSONOptions{DisallowUnknownFields: cfg.Strict, Required: requiredKeys}}
 	// Flags are checked before the embedded server starts.
-	bounded, read, err := cfg.Source.Resolve(cfg.Stream == "")
+	in, err := cfg.Source.Input("--stream", cfg.Stream)
 	if err != nil {
 		return job{}, err
 	}
 	switch {
-	case cfg.Stream == "" && cfg.Kinesis.Endpoint != "":
-		return job{}, errors.New("--kinesis_endpoint needs --stream, the stream to read there")
-	case cfg.Stream == "":
+	case in.Embedded() && cfg.Kinesis.Endpoint != "":
+		return job{}, errors.New("--kinesis_endpoint needs --stream or --queue, the stream or queue to read there")
+	case in.Embedded():
 		seed := env.seed
 		if seed == nil {
 			seed = func(ctx context.Context, srv *kinesistest.Server) error {
 				return embedded.PutStrings(ctx, srv.Client(), embeddedStream, "1", embeddedRecords...)
 			}
 		}
-		srv, err := embedded.Launch(ctx, embedded.Setup{Streams: []string{embeddedStream}, Shards: 2, Seed: seed, ServerOptions: env.serverOptions})
+		setup := embedded.Setup{Streams: []string{embeddedStream}, Shards: 2, Seed: seed, ServerOptions: env.serverOptions}
+		if in.Queue != "" {
+			setup.Queue = embedded.DemoQueue
+		}
+		srv, err := embedded.Launch(ctx, setup)
 		if err != nil {
 			return job{}, err
 		}
-		j.srv, j.stream, j.opts = srv, embeddedStream, pipeflags.ReadOptions(embedded.Options(srv), read...)
+		j.srv = srv
+		if j.in, err = embedded.Input(srv, in, embeddedStream); err != nil {
+			srv.Close()
+			return job{}, err
+		}
 	default:
 		client, err := cfg.Kinesis.Options()
 		if err != nil {
 			return job{}, err
 		}
-		j.opts = pipeflags.ReadOptions(client, read...)
+		j.in = in.Connect(client)
 	}
-	j.bounded = bounded
+	j.in.QueueOpts = append(j.in.QueueOpts, env.queueOpts...)
 	dir := cfg.StagingDir
 	if dir == "" {
-		dir = filepath.Join("kinesis_staging", j.stream)
+		dir = filepath.Join("kinesis_staging", stagingName(j.in))
 	}
 	if toS3 {
 		dir = strings.TrimSuffix(dir, "/")
@@ -191,18 +198,14 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 // build adds the pipeline to s and returns the paths of the event files and of the
 // dead-letter files it writes, two PCollection<string>.
 func (j job) build(s beam.Scope) (eventFiles, deadLetterFiles beam.PCollection) {
-	var commit kinesisio.Commit
-	opts := append(slices.Clip(j.opts), kinesisio.WithCommitAfterSinks(&commit))
-	var recs beam.PCollection
-	if j.bounded {
-		recs = kinesisio.ReadBounded(s, j.stream, opts...)
-	} else {
-		recs = kinesisio.Read(s, j.stream, opts...)
-	}
+	recs, commit := j.in.Read(s)
 	recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
 	// Files are per window and Kinesis shard: a restart from the table resumes each shard on
 	// its own at the first record of a window not written, and then rewrites that shard's
-	// files of the window with the same records, so each event is staged exactly once.
+	// files of the window with the same records, so each event is staged exactly once. A
+	// queue's records are in one "shard" (pipeflags.QueueShardID) and their windows are of
+	// their receive time: the records a queue delivers again after a restart are received
+	// after every window the killed job wrote, so they never overwrite its files.
 	events, dead := decode.JSONByShard(s, recs, reflect.TypeOf(Event{}), j.jsonOption)
 	eventsCfg := filesink.Config{Dir: j.eventsDir, Shards: j.shards, S3: j.s3}
 	if j.format == formatParquet {
@@ -214,6 +217,15 @@ func (j job) build(s beam.Scope) (eventFiles, deadLetterFiles beam.PCollection) 
 	// With --checkpoint_table, a position is committed once both sinks wrote its window.
 	commit.After(s, eventFiles, deadLetterFiles)
 	return eventFiles, deadLetterFiles
+}
+
+// stagingName is the directory under kinesis_staging of in's default staging dir: the
+// stream's name, or the queue's id.
+func stagingName(in pipeflags.Input) string {
+	if in.Queue != "" {
+		return "queue-" + in.Queue[strings.LastIndex(in.Queue, "/")+1:]
+	}
+	return in.Stream
 }
 
 // deadLetterLine is a dead letter's JSON line keyed by the shard of its record.

@@ -13,6 +13,9 @@
 // bytes (see transforms/filesink). --format=jsonl writes the events as JSON lines
 // (.jsonl); --s3_endpoint points s3:// staging at a local S3-compatible server.
 //
+// --queue=<queue ARN> reads a Kinesis queue instead of --stream's shards (files then
+// named per window and "queue"); --queue=embedded runs the demo through a queue.
+//
 // With no flags it starts an in-process Kinesis server with the stream "iot-events", puts
 // well-formed and malformed records, stages them as Parquet under kinesis_staging/iot-events
 // and prints the files written:

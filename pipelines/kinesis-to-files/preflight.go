@@ -12,7 +12,7 @@ import (
 func (c config) preflight() (preflight.Plan, error) {
 	p, err := pipeflags.Plan(c.Kinesis, &c.Source, "without --stream, kinesis-to-files runs its embedded demo, which needs no AWS account",
 		preflight.Stream{Name: c.Stream, Flag: "--stream"})
-	if err != nil || len(p.Streams) == 0 {
+	if err != nil || (len(p.Streams) == 0 && len(p.Queues) == 0) {
 		return p, err
 	}
 	if rest, ok := strings.CutPrefix(c.StagingDir, "s3://"); ok {

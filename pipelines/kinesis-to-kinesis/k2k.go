@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -82,13 +81,12 @@ type environment struct {
 
 // job is a resolved configuration.
 type job struct {
-	input, output string
-	transform     string
-	reshuffle     bool
-	readOpts      []kinesisio.ReadOption
-	writeOpts     []kinesisio.WriteOption
-	bounded       bool
-	window        time.Duration
+	in        pipeflags.Input
+	output    string
+	transform string
+	reshuffle bool
+	writeOpts []kinesisio.WriteOption
+	window    time.Duration
 	// srv is the embedded server, nil with real streams.
 	srv *kinesistest.Server
 }
@@ -109,41 +107,49 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 	if cfg.Reshuffle && cfg.Transform != transformPassthrough {
 		return job{}, fmt.Errorf("--reshuffle applies to --transform=%s only (the %s transform groups the records already)", transformPassthrough, transformCount)
 	}
-	j := job{input: cfg.Input, output: cfg.Output, transform: cfg.Transform, reshuffle: cfg.Reshuffle, window: cfg.Source.Window}
+	j := job{output: cfg.Output, transform: cfg.Transform, reshuffle: cfg.Reshuffle, window: cfg.Source.Window}
 	var client []kinesisio.ClientOption
 	// Flags are checked before the embedded server starts.
-	bounded, read, err := cfg.Source.Resolve(cfg.Input == "" && cfg.Output == "")
+	in, err := cfg.Source.Input("--input_stream", cfg.Input)
 	if err != nil {
 		return job{}, err
 	}
 	switch {
-	case cfg.Input == "" && cfg.Output == "" && cfg.Kinesis.Endpoint != "":
-		return job{}, errors.New("--kinesis_endpoint needs --input_stream and --output_stream")
-	case cfg.Input == "" && cfg.Output == "":
+	case in.Embedded() && cfg.Output == "" && cfg.Kinesis.Endpoint != "":
+		return job{}, errors.New("--kinesis_endpoint needs --input_stream (or --queue) and --output_stream")
+	case in.Embedded() && cfg.Output == "":
 		seed := env.seed
 		if seed == nil {
 			seed = func(ctx context.Context, srv *kinesistest.Server) error {
 				return embedded.PutStrings(ctx, srv.Client(), embeddedInput, "1", embeddedRecords...)
 			}
 		}
-		srv, err := embedded.Launch(ctx, embedded.Setup{Streams: []string{embeddedInput, embeddedOutput}, Shards: 2, Seed: seed, ServerOptions: env.serverOptions})
+		setup := embedded.Setup{Streams: []string{embeddedInput, embeddedOutput}, Shards: 2, Seed: seed, ServerOptions: env.serverOptions}
+		if in.Queue != "" {
+			setup.Queue = embedded.DemoQueue
+		}
+		srv, err := embedded.Launch(ctx, setup)
 		if err != nil {
 			return job{}, err
 		}
-		j.srv, j.input, j.output = srv, embeddedInput, embeddedOutput
+		j.srv, j.output = srv, embeddedOutput
+		if in, err = embedded.Input(srv, in, embeddedInput); err != nil {
+			srv.Close()
+			return job{}, err
+		}
 		client = embedded.Options(srv)
-	case cfg.Input == "" || cfg.Output == "":
-		return job{}, errors.New("give both --input_stream and --output_stream, or neither for the embedded demo")
+	case in.Embedded() || cfg.Output == "":
+		return job{}, errors.New("give --output_stream and --input_stream (or --queue), or none of them for the embedded demo")
 	default:
 		opts, err := cfg.Kinesis.Options()
 		if err != nil {
 			return job{}, err
 		}
 		client = opts
+		in = in.Connect(client)
 	}
-	j.bounded = bounded
+	j.in = in.Connect(env.extra)
 	client = append(client, env.extra...)
-	j.readOpts = pipeflags.ReadOptions(client, read...)
 	agg := kinesisio.WithAggregation()
 	if !cfg.Aggregation {
 		agg = kinesisio.WithoutAggregation()
@@ -155,14 +161,7 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 // build adds the pipeline to s and returns the messages the write failed, a
 // PCollection<kinesisio.FailedMessage>, after logging and counting them.
 func (j job) build(s beam.Scope) beam.PCollection {
-	var commit kinesisio.Commit
-	opts := append(slices.Clip(j.readOpts), kinesisio.WithCommitAfterSinks(&commit))
-	var recs beam.PCollection
-	if j.bounded {
-		recs = kinesisio.ReadBounded(s, j.input, opts...)
-	} else {
-		recs = kinesisio.Read(s, j.input, opts...)
-	}
+	recs, commit := j.in.Read(s)
 	var msgs beam.PCollection
 	switch j.transform {
 	case transformPassthrough:
@@ -171,7 +170,7 @@ func (j job) build(s beam.Scope) beam.PCollection {
 		}
 		msgs = kinesisio.MessagesWithRandomKeys(s, beam.ParDo(s, recordData, recs))
 	default:
-		if !j.bounded {
+		if !j.in.Bounded {
 			recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
 		}
 		texts, dead := decode.String(s, recs)

@@ -112,7 +112,7 @@ func TestStreamingPassthroughWritesEveryRecordOnceUnderRandomKeys(t *testing.T) 
 
 func streamingPassthrough(t *testing.T, reshuffle string) {
 	j := start(t, environment{}, "--transform=passthrough", "--bounded=false", "--max_read_time=1s", "--aggregation=false", reshuffle)
-	if j.bounded {
+	if j.in.Bounded {
 		t.Fatal("--bounded=false resolved to a bounded read")
 	}
 	p, s := beam.NewPipelineWithRoot()

@@ -11,6 +11,9 @@
 // Records the sink fails to write are logged with their reason, counted in the metric
 // pipelines.kinesis-to-kinesis/failed_messages, and reported at the end of a bounded run.
 //
+// --queue=<queue ARN> reads a Kinesis queue instead of --input_stream's shards;
+// --queue=embedded runs the demo through a queue.
+//
 // With no flags it starts an in-process Kinesis server with the streams "input" and
 // "output", puts sample records into "input", runs once and prints what "output" holds:
 //

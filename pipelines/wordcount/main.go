@@ -15,6 +15,8 @@
 // With --stream (and --kinesis_region or --kinesis_endpoint) it reads a real stream:
 // streaming by default, in fixed windows of --window, printing each window's table when the
 // watermark passes its end; with --bounded, a one-shot count of what the stream holds.
+// With --queue=<queue ARN> it reads a Kinesis queue instead of a stream's shards;
+// --queue=embedded runs the demo through a queue of the embedded server.
 // Beam's flags choose the runner (--runner=prism is the default; universal, flink,
 // dataflow).
 package main

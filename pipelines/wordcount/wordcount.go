@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -15,7 +14,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
@@ -65,11 +63,9 @@ type environment struct {
 
 // job is a resolved configuration: what to read and how to window it.
 type job struct {
-	stream  string
-	opts    []kinesisio.ReadOption
-	bounded bool
-	window  time.Duration
-	// srv is the embedded server, nil with a real stream.
+	in     pipeflags.Input
+	window time.Duration
+	// srv is the embedded server, nil with a real stream or queue.
 	srv *kinesistest.Server
 }
 
@@ -83,33 +79,40 @@ func (j job) stop() {
 // prepare resolves cfg into a job. In the embedded mode it starts the server and puts the
 // records.
 func prepare(ctx context.Context, cfg config, env environment) (job, error) {
-	j := job{stream: cfg.Stream, window: cfg.Source.Window}
+	j := job{window: cfg.Source.Window}
 	// Flags are checked before the embedded server starts.
-	bounded, read, err := cfg.Source.Resolve(cfg.Stream == "")
+	in, err := cfg.Source.Input("--stream", cfg.Stream)
 	if err != nil {
 		return job{}, err
 	}
 	switch {
-	case cfg.Stream == "" && cfg.Kinesis.Endpoint != "":
-		return job{}, errors.New("--kinesis_endpoint needs --stream, the stream to read there")
-	case cfg.Stream == "":
+	case in.Embedded() && cfg.Kinesis.Endpoint != "":
+		return job{}, errors.New("--kinesis_endpoint needs --stream or --queue, the stream or queue to read there")
+	case in.Embedded():
 		seed := env.seed
 		if seed == nil {
 			seed = seedSample
 		}
-		srv, err := embedded.Launch(ctx, embedded.Setup{Streams: []string{embeddedStream}, Shards: 2, Seed: seed, ServerOptions: env.serverOptions})
+		setup := embedded.Setup{Streams: []string{embeddedStream}, Shards: 2, Seed: seed, ServerOptions: env.serverOptions}
+		if in.Queue != "" {
+			setup.Queue = embedded.DemoQueue
+		}
+		srv, err := embedded.Launch(ctx, setup)
 		if err != nil {
 			return job{}, err
 		}
-		j.srv, j.stream, j.opts = srv, embeddedStream, pipeflags.ReadOptions(embedded.Options(srv), read...)
+		j.srv = srv
+		if j.in, err = embedded.Input(srv, in, embeddedStream); err != nil {
+			srv.Close()
+			return job{}, err
+		}
 	default:
 		client, err := cfg.Kinesis.Options()
 		if err != nil {
 			return job{}, err
 		}
-		j.opts = pipeflags.ReadOptions(client, read...)
+		j.in = in.Connect(client)
 	}
-	j.bounded = bounded
 	return j, nil
 }
 
@@ -142,14 +145,10 @@ func (j job) buildPrinted(s beam.Scope) {
 }
 
 // tables adds the word count to s and returns its tables and the read's commit.
-func (j job) tables(s beam.Scope) (beam.PCollection, kinesisio.Commit) {
-	var commit kinesisio.Commit
-	opts := append(slices.Clip(j.opts), kinesisio.WithCommitAfterSinks(&commit))
-	var recs beam.PCollection
-	if j.bounded {
-		recs = kinesisio.ReadBounded(s, j.stream, opts...)
-	} else {
-		recs = beam.WindowInto(s, window.NewFixedWindows(j.window), kinesisio.Read(s, j.stream, opts...))
+func (j job) tables(s beam.Scope) (beam.PCollection, *pipeflags.Commit) {
+	recs, commit := j.in.Read(s)
+	if !j.in.Bounded {
+		recs = beam.WindowInto(s, window.NewFixedWindows(j.window), recs)
 	}
 	texts, dead := decode.String(s, recs)
 	beam.ParDo0(s, reportDeadLetter, dead)

@@ -52,8 +52,8 @@ func defaultPipeline(t *testing.T) *beam.Pipeline {
 		t.Fatal(err)
 	}
 	t.Cleanup(j.stop)
-	if !j.bounded || j.stream != embeddedStream {
-		t.Fatalf("no flags resolved to stream %q bounded=%v, want the embedded %q, bounded", j.stream, j.bounded, embeddedStream)
+	if !j.in.Bounded || j.in.Stream != embeddedStream {
+		t.Fatalf("no flags resolved to stream %q bounded=%v, want the embedded %q, bounded", j.in.Stream, j.in.Bounded, embeddedStream)
 	}
 	p, s := beam.NewPipelineWithRoot()
 	passert.Equals(s, j.build(s), readTable(t, defaultTablePath))
@@ -85,7 +85,7 @@ func TestStreamingPrintsEachWindowsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.stop()
-	if j.bounded {
+	if j.in.Bounded {
 		t.Fatal("--bounded=false resolved to a bounded read")
 	}
 	title := func(start time.Time) string {
@@ -139,8 +139,8 @@ func TestFlagsResolveARealStream(t *testing.T) {
 		if j.srv != nil {
 			t.Errorf("%q started the embedded server", tc.args)
 		}
-		if j.stream != "orders" || j.bounded != tc.wantBounded || len(j.opts) != tc.wantOpts {
-			t.Errorf("%q: stream %q bounded=%v with %d options, want orders bounded=%v with %d", tc.args, j.stream, j.bounded, len(j.opts), tc.wantBounded, tc.wantOpts)
+		if j.in.Stream != "orders" || j.in.Bounded != tc.wantBounded || len(j.in.ReadOpts) != tc.wantOpts {
+			t.Errorf("%q: stream %q bounded=%v with %d options, want orders bounded=%v with %d", tc.args, j.in.Stream, j.in.Bounded, len(j.in.ReadOpts), tc.wantBounded, tc.wantOpts)
 		}
 	}
 }
@@ -201,4 +201,29 @@ func readTable(t *testing.T, path string) string {
 		t.Fatalf("reading the expected table: %v", err)
 	}
 	return string(b)
+}
+
+// TestEmbeddedQueueCountsTheSameTable reads the embedded stream through a queue
+// (--queue=embedded) on Prism: the table is the shard read's, every record is acknowledged
+// once and none is left in flight or redelivered.
+func TestEmbeddedQueueCountsTheSameTable(t *testing.T) {
+	j, err := prepare(context.Background(), parse(t, "--queue=embedded"), environment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.stop()
+	if !j.in.Bounded || j.in.Stream != "" || !strings.Contains(j.in.Queue, ":queue/") {
+		t.Fatalf("--queue=embedded resolved to stream %q queue %q bounded=%v, want the embedded queue, bounded", j.in.Stream, j.in.Queue, j.in.Bounded)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	passert.Equals(s, j.build(s), readTable(t, defaultTablePath))
+	ptest.RunAndValidate(t, p)
+	st, err := j.srv.QueueStats(j.in.Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(len(embedded.SeedWords) + len(sampleText))
+	if st.Ingested != want || st.Acked != want || st.InFlight != 0 || st.Visible != 0 || st.Redelivered != 0 {
+		t.Fatalf("the queue after the count: %+v; want %d records ingested and acknowledged, none left", st, want)
+	}
 }

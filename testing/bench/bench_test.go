@@ -116,7 +116,10 @@ func TestParseRows(t *testing.T) {
 	if got, err := parseRows("12,13,14"); err != nil || len(got) != 3 || !got[flinkKinesisRow] || !got[flinkScalingRow] || !got[flinkLatencyRow] {
 		t.Errorf("parseRows(12,13,14) = %v, %v, want the rows beside Flink's consumer", got, err)
 	}
-	for _, bad := range []string{"11", "16"} { // 11 is a testing/REPORTS.md row from go test -bench
+	if got, err := parseRows("16"); err != nil || len(got) != 1 || !got[queueRow] {
+		t.Errorf("parseRows(16) = %v, %v, want the queue row", got, err)
+	}
+	for _, bad := range []string{"11", "17"} { // 11 is a testing/REPORTS.md row from go test -bench
 		if _, err := parseRows(bad); err == nil {
 			t.Errorf("parseRows(%s) accepted", bad)
 		}

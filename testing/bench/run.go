@@ -47,7 +47,7 @@ func (b *Bench) Run(ctx context.Context) ([]Row, error) {
 	}{
 		{4, b.rowsCodec}, {1, one(b.rowRead)}, {2, one(b.rowDeaggregate)},
 		{0, func(context.Context) ([]Row, error) { b.Close(); return nil, nil }},
-		{3, one(b.rowWrite)}, {5, one(b.rowMemory)}, {6, b.rowsLatency}, {7, one(b.rowIdle)}, {8, b.rowsManyShards},
+		{3, one(b.rowWrite)}, {5, one(b.rowMemory)}, {6, b.rowsLatency}, {7, one(b.rowIdle)}, {8, b.rowsManyShards}, {queueRow, one(b.rowQueue)},
 		{flinkRow, one(b.rowFlink)}, {flinkKinesisRow, b.rowsFlinkKinesis}, {flinkScalingRow, b.rowsFlinkScaling},
 		{flinkLatencyRow, b.rowsFlinkLatency}, {bundleCostRow, b.rowsBundleCost},
 	}

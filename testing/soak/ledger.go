@@ -32,6 +32,8 @@ type ledger struct {
 	flink *flinkReport
 	// outage is how the job came back after the outage; nil without one.
 	outage *outageReport
+	// mode, when not empty, names the read instead of polling or enhanced fan-out.
+	mode string
 }
 
 // withinRun is the cause of a duplicate whose copies were all written by one run of the
@@ -156,6 +158,9 @@ func (l *ledger) print(w io.Writer, efo bool) {
 		}
 		return l.latencies[min(len(l.latencies)-1, int(q*float64(len(l.latencies))))]
 	}
+	if l.mode != "" {
+		mode = l.mode
+	}
 	if l.flink != nil {
 		mode += ", standalone Flink cluster"
 	}
@@ -200,7 +205,9 @@ func (l *ledger) print(w io.Writer, efo bool) {
 	if l.outage != nil {
 		fmt.Fprintf(w, "  outage           %s\n", l.outage)
 	}
-	fmt.Fprintf(w, "  memory           %s\n", l.memory)
+	if l.memory.last != nil {
+		fmt.Fprintf(w, "  memory           %s\n", l.memory)
+	}
 	if l.flink != nil {
 		for _, line := range l.flink.lines {
 			fmt.Fprintf(w, "  flink            %s\n", line)

@@ -39,6 +39,12 @@
 // checkpoint table on a dynalite of the soak's own (dynamo.go).
 //
 //	go run ./testing/soak --server=process --duration=30m --memory_csv=mem.csv --heap_profiles=prof
+//
+// --queue reads the input through a Kinesis queue instead, the job in a child process
+// killed and started again every --queue_kill_every, under faults of the queue operations
+// (queue.go):
+//
+//	go run ./testing/soak --queue --duration=60s --queue_kill_every=20s
 //	go run ./testing/soak --server=process --duration=4m --outage=refuse --outage_at=1m --outage_for=2m --write_retries=200
 package main
 
@@ -98,6 +104,17 @@ func main() {
 	// the Flink job are stopped on the way out instead of left running.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *queueJob {
+		if err := runQueueJob(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "soak: queue job:", err)
+			os.Exit(2)
+		}
+		return
+	}
+	run := run
+	if *queueMode {
+		run = runQueueSoak
+	}
 	l, err := run(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)

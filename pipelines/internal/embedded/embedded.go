@@ -21,6 +21,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/kinesisio/kpl"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
@@ -40,13 +41,19 @@ func start(setup Setup) (*kinesistest.Server, error) {
 		return nil, fmt.Errorf("starting the embedded Kinesis server: %w", err)
 	}
 	create := srv.CreateStream
-	if setup.OnDemand {
+	if setup.OnDemand || setup.Queue != "" {
 		create = func(name string, shards int) error { return srv.CreateOnDemandStream(name, shards, "") }
 	}
 	for _, name := range setup.Streams {
 		if err := create(name, setup.Shards); err != nil {
 			srv.Close()
 			return nil, fmt.Errorf("creating stream %q on the embedded Kinesis server: %w", name, err)
+		}
+	}
+	if setup.Queue != "" && len(setup.Streams) > 0 {
+		if _, err := srv.CreateQueue(setup.Queue, setup.Streams[0], kinesistest.QueueConfig{StartingPosition: types.QueueStartingPositionTypeTrimHorizon}); err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("creating queue %q on the embedded Kinesis server: %w", setup.Queue, err)
 		}
 	}
 	return srv, nil
@@ -60,6 +67,9 @@ type Setup struct {
 	// OnDemand makes the streams ON_DEMAND (with user partition keys) instead of
 	// PROVISIONED.
 	OnDemand bool
+	// Queue, when not empty, is created on the first stream, which is then ON_DEMAND,
+	// starting at its trim horizon, before the seed: read it with QueueARN.
+	Queue string
 	// Seed, if not nil, puts the pipeline's input records once the streams exist.
 	Seed func(ctx context.Context, srv *kinesistest.Server) error
 	// ServerOptions configure the server (tests pass a manual clock).
@@ -84,6 +94,25 @@ func Launch(ctx context.Context, setup Setup) (*kinesistest.Server, error) {
 		}
 	}
 	return srv, nil
+}
+
+// DemoQueue is the queue a pipeline's embedded demo reads with --queue=embedded
+// (Setup.Queue).
+const DemoQueue = "demo-queue"
+
+// Input returns in reading srv: its queue DemoQueue when in reads a queue, else stream,
+// with the client options that point at srv (Options).
+func Input(srv *kinesistest.Server, in pipeflags.Input, stream string) (pipeflags.Input, error) {
+	if in.Queue != "" {
+		arn, err := srv.QueueARN(DemoQueue)
+		if err != nil {
+			return pipeflags.Input{}, fmt.Errorf("the embedded queue: %w", err)
+		}
+		in.Queue = arn
+	} else {
+		in.Stream = stream
+	}
+	return in.Connect(Options(srv)), nil
 }
 
 // Options are the kinesisio client options that point a transform at srv. The server does

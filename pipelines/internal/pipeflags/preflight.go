@@ -7,8 +7,9 @@ import (
 )
 
 // Plan returns what a pipeline's launch checks (package preflight): Kinesis as k reaches
-// it, the streams given, and src's checkpoint table when src is not nil. No streams (the
-// embedded demo) check nothing. demo says how to run the pipeline without AWS.
+// it, the streams given, and src's queue (--queue) and checkpoint table when src is not
+// nil. No streams and no queue (the embedded demo) check nothing. demo says how to run the
+// pipeline without AWS.
 func Plan(k Kinesis, src *Source, demo string, streams ...preflight.Stream) (preflight.Plan, error) {
 	var p preflight.Plan
 	for _, s := range streams {
@@ -16,7 +17,10 @@ func Plan(k Kinesis, src *Source, demo string, streams ...preflight.Stream) (pre
 			p.Streams = append(p.Streams, s)
 		}
 	}
-	if len(p.Streams) == 0 {
+	if src != nil && src.Queue != "" && src.Queue != EmbeddedQueue {
+		p.Queues = append(p.Queues, preflight.Queue{ARN: src.Queue, Flag: "--queue"})
+	}
+	if len(p.Streams) == 0 && len(p.Queues) == 0 {
 		return preflight.Plan{}, nil
 	}
 	settings, err := k.Settings(os.Getenv)

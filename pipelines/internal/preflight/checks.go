@@ -66,6 +66,41 @@ func (c *checker) stream(ctx context.Context, s Stream) error {
 	return fail(nil, err, "checking %s: %v", what, err)
 }
 
+// queue checks that q exists, answers and can deliver records (DescribeQueue): a queue
+// being created or deleted, or whose stream is gone, delivers nothing.
+func (c *checker) queue(ctx context.Context, q Queue) error {
+	client := kinesis.NewFromConfig(c.cfg, func(o *kinesis.Options) {
+		if c.plan.Kinesis.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.plan.Kinesis.Endpoint)
+		}
+		o.RetryMaxAttempts = attempts
+	})
+	ctx, cancel := context.WithTimeout(ctx, c.plan.Timeout)
+	defer cancel()
+	out, err := client.DescribeQueue(ctx, &kinesis.DescribeQueueInput{QueueARN: aws.String(q.ARN)})
+	what := fmt.Sprintf("queue %s (%s)", q.ARN, q.Flag)
+	if err == nil {
+		switch st := out.QueueDescription.QueueStatus; st {
+		case types.QueueStatusActive, types.QueueStatusUpdating, types.QueueStatusCreating:
+			return nil
+		default:
+			return fail(nil, nil, "%s is %s and delivers nothing: give %s a queue that is ACTIVE", what, st, q.Flag)
+		}
+	}
+	var notFound *types.ResourceNotFoundException
+	if errors.As(err, &notFound) {
+		where := "in region " + c.cfg.Region
+		if c.plan.Kinesis.Endpoint != "" {
+			where = "at " + c.plan.Kinesis.Endpoint
+		}
+		return fail(nil, err, "%s does not exist %s (%s): check %s, and that the queue is in %s", what, where, notFound.ErrorMessage(), q.Flag, c.regionFrom())
+	}
+	if e := c.refused(err, "Kinesis", c.plan.Kinesis.Endpoint, "--kinesis_endpoint", what); e != nil {
+		return e
+	}
+	return fail(nil, err, "checking %s: %v", what, err)
+}
+
 // isARN reports whether a stream flag holds an ARN rather than a name.
 func isARN(s string) bool { return len(s) > 4 && s[:4] == "arn:" }
 

@@ -37,6 +37,8 @@ type Plan struct {
 	Kinesis awsconf.Settings
 	// Streams are the streams it reads or writes, each with the flag that named it.
 	Streams []Stream
+	// Queues are the Kinesis queues it reads, each with the flag that named it.
+	Queues []Queue
 	// Table is its checkpoint table; an empty Name is none.
 	Table Table
 	// S3 is the bucket it writes to; an empty Bucket is none.
@@ -51,6 +53,12 @@ type Plan struct {
 // Stream is a stream a pipeline uses and the flag that named it ("--stream").
 type Stream struct {
 	Name, Flag string
+}
+
+// Queue is a Kinesis queue a pipeline reads, by its ARN, and the flag that named it
+// ("--queue").
+type Queue struct {
+	ARN, Flag string
 }
 
 // Table is a checkpoint table (--checkpoint_table) and its endpoint
@@ -96,9 +104,9 @@ func fail(kind, err error, format string, args ...any) *Error {
 // Run makes the checks of p in order (region and credentials, each stream, the table, the
 // bucket) and returns the first that fails. notes are lines worth saying when nothing
 // failed, e.g. that the checkpoint table does not exist yet and the job will create it. A
-// plan without streams (a pipeline's embedded demo) checks nothing.
+// plan without streams or queues (a pipeline's embedded demo) checks nothing.
 func Run(ctx context.Context, p Plan) (notes []string, err error) {
-	if len(p.Streams) == 0 {
+	if len(p.Streams) == 0 && len(p.Queues) == 0 {
 		return nil, nil
 	}
 	if p.Timeout <= 0 {
@@ -107,6 +115,11 @@ func Run(ctx context.Context, p Plan) (notes []string, err error) {
 	c := checker{plan: p}
 	if err := c.identity(ctx); err != nil {
 		return nil, err
+	}
+	for _, q := range p.Queues {
+		if err := c.queue(ctx, q); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range p.Streams {
 		if err := c.stream(ctx, s); err != nil {

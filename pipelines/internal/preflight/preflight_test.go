@@ -68,3 +68,32 @@ func TestAFailedCheckMatchesKinesisiosErrors(t *testing.T) {
 		t.Errorf("no streams (the embedded demo) must check nothing: %v, %q", err, notes)
 	}
 }
+
+// A queue is checked with DescribeQueue: one that exists passes, a missing one fails in one
+// line naming the flag.
+func TestTheQueueIsDescribed(t *testing.T) {
+	isolate(t)
+	srv, err := kinesistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.CreateOnDemandStream("s", 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	arn, err := srv.CreateQueue("q", "s", kinesistest.QueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := awsconf.Settings{Endpoint: srv.URL(), AccessKeyID: kinesistest.TestCredential.AccessKeyID, SecretAccessKey: kinesistest.TestCredential.SecretAccessKey}
+	ctx := context.Background()
+	if notes, err := Run(ctx, Plan{Kinesis: key, Queues: []Queue{{ARN: arn, Flag: "--queue"}}}); err != nil || notes != nil {
+		t.Errorf("a queue that exists: %v, %q", err, notes)
+	}
+	missing := strings.TrimSuffix(arn, arn[strings.LastIndex(arn, "/")+1:]) + "nosuchqueue"
+	_, err = Run(ctx, Plan{Kinesis: key, Queues: []Queue{{ARN: missing, Flag: "--queue"}}})
+	var e *Error
+	if !errors.As(err, &e) || strings.Contains(e.Line, "\n") || !strings.Contains(e.Line, "does not exist at "+srv.URL()) || !strings.Contains(e.Line, "check --queue") {
+		t.Errorf("a missing queue: %v; want one line saying it does not exist and to check --queue", err)
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/kinesisio"
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+func init() {
+	register.DoFn2x0[kinesisio.QueueRecord, func(int)](&countQueueFn{})
+}
+
+// queueRow is the queue read's row: ReadQueue on Prism against goroutines of the plain SDK.
+const queueRow = 16
+
+// queueBaselineReceivers is how many goroutines the baseline receives and acknowledges
+// with: as many as the read's receives in flight on one worker (its default 4 receivers).
+const queueBaselineReceivers = 4
+
+// queueRecords is how many records the queue row reads: the mode's records, at most
+// 200,000 (a queue keeps a state per record, and the row reads them twice).
+func (c Config) queueRecords() int { return min(c.Records, 200_000) }
+
+// countQueueFn counts queue records as countFn counts shard records.
+type countQueueFn struct{ n int }
+
+func (f *countQueueFn) StartBundle(func(int)) { f.n = 0 }
+
+func (f *countQueueFn) ProcessElement(_ kinesisio.QueueRecord, _ func(int)) {
+	note(time.Now().UnixNano())
+	f.n++
+}
+
+func (f *countQueueFn) FinishBundle(emit func(int)) { emit(f.n) }
+
+// rowQueue is row 16: the same records, in two queues of one ON_DEMAND stream, received and
+// acknowledged by ReadQueue on Prism (its defaults, the long poll aside) and by
+// queueBaselineReceivers goroutines of ReceiveQueueRecords (10 records) then
+// AcknowledgeQueueRecords of what they got, on the same server in one run. Each side must
+// acknowledge every record exactly once.
+func (b *Bench) rowQueue(ctx context.Context) (Row, error) {
+	srv, err := kinesistest.Start()
+	if err != nil {
+		return Row{}, fmt.Errorf("starting the Kinesis server: %w", err)
+	}
+	defer srv.Close()
+	n := b.cfg.queueRecords()
+	if err := srv.CreateOnDemandStream("queued", b.cfg.Shards, ""); err != nil {
+		return Row{}, err
+	}
+	arns := map[string]string{}
+	for _, q := range []string{"sdk", "beam"} {
+		if arns[q], err = srv.CreateQueue(q, "queued", kinesistest.QueueConfig{StartingPosition: types.QueueStartingPositionTypeTrimHorizon}); err != nil {
+			return Row{}, err
+		}
+	}
+	if err := putPlain(ctx, srv.Client(), "queued", n); err != nil {
+		return Row{}, err
+	}
+	start := time.Now()
+	got, err := receiveAndAcknowledge(ctx, srv.Client(), arns["sdk"], n, queueBaselineReceivers)
+	base := time.Since(start)
+	if err != nil {
+		return Row{}, fmt.Errorf("the SDK loop: %w", err)
+	}
+	b.cfg.logf("SDK loop, %d goroutines: %d records received and acknowledged in %v", queueBaselineReceivers, got, base.Round(time.Millisecond))
+	baseRate := float64(got) / base.Seconds()
+
+	resetCounters()
+	p, s := beam.NewPipelineWithRoot()
+	recs := kinesisio.ReadQueue(s, arns["beam"], connect(srv.URL(), kinesisio.WithQueueWait(time.Second), kinesisio.WithQueueStopWhenIdle(2*time.Second))...)
+	sink(s, beam.ParDo(s, &countQueueFn{}, recs))
+	start = time.Now()
+	if _, err := run(ctx, p, "readqueue"); err != nil {
+		return Row{}, err
+	}
+	total := time.Since(start)
+	read := seen.Load()
+	steady := time.Duration(lastEmit.Load() - firstEmit.Load())
+	startup := time.Unix(0, firstEmit.Load()).Sub(start)
+	st, err := srv.QueueStats(arns["beam"])
+	if err != nil {
+		return Row{}, err
+	}
+	if read != int64(n) || st.Acked != int64(n) || st.InFlight != 0 || st.Visible != 0 {
+		return Row{}, fmt.Errorf("ReadQueue read %d records and the queue acknowledged %d (in flight %d, visible %d); want %d each, none left", read, st.Acked, st.InFlight, st.Visible, n)
+	}
+	b.cfg.logf("ReadQueue: %d records in %v (start-up %v, steady %v)", read, total.Round(time.Millisecond), startup.Round(time.Millisecond), steady.Round(time.Millisecond))
+	steadyRate := float64(read) / steady.Seconds()
+	return Row{
+		ID:   fmt.Sprint(queueRow),
+		Name: fmt.Sprintf("Queue read: ReadQueue on Prism, %s × 100 B, received and acknowledged", group(int64(n))),
+		Measured: fmt.Sprintf("%s steady (first to last record emitted; %.2fs start-up, %.2fs in all with the 2 s idle end)",
+			rate(steadyRate, "rec/s"), startup.Seconds(), total.Seconds()),
+		Baseline: fmt.Sprintf("%s (%d goroutines of ReceiveQueueRecords + AcknowledgeQueueRecords)", rate(baseRate, "rec/s"), queueBaselineReceivers),
+		Ratio:    steadyRate / baseRate,
+		Target:   "≥ 0.8× (steady)",
+		Notes: fmt.Sprintf("ReadQueue's defaults (4 slots, 4 receivers a worker, 1 s calls); %d records received (redeliveries included), %d empty receives; every record acknowledged once on both sides (exact)",
+			st.Received, st.EmptyReceives),
+		Rate:   steadyRate,
+		Counts: map[string]int64{"readqueue_records": read, "readqueue_acked": st.Acked, "sdk_records": got},
+	}, nil
+}
+
+// receiveAndAcknowledge receives the queue's n records with goroutines, each receiving 10
+// at a time and acknowledging what it got before its next receive, and returns how many
+// were acknowledged.
+func receiveAndAcknowledge(ctx context.Context, client *kinesis.Client, arn string, n, goroutines int) (int64, error) {
+	var acked atomic.Int64
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for acked.Load() < int64(n) {
+				out, err := client.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: aws.String(arn), Limit: aws.Int32(10), WaitTimeSeconds: aws.Int32(1)})
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+						cancel()
+					}
+					return
+				}
+				if len(out.QueueRecords) == 0 {
+					continue
+				}
+				entries := make([]types.AcknowledgeQueueRecordsRequestEntry, len(out.QueueRecords))
+				for i, r := range out.QueueRecords {
+					entries[i] = types.AcknowledgeQueueRecordsRequestEntry{ReceiptHandle: r.ReceiptHandle}
+				}
+				ack, err := client.AcknowledgeQueueRecords(ctx, &kinesis.AcknowledgeQueueRecordsInput{QueueARN: aws.String(arn), Entries: entries})
+				if err == nil && len(ack.Failed) > 0 {
+					err = fmt.Errorf("%d acknowledgements failed, e.g. %s", len(ack.Failed), aws.ToString(ack.Failed[0].ErrorCode))
+				}
+				if err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				acked.Add(int64(len(ack.Successful)))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return acked.Load(), err
+	}
+	if got := acked.Load(); got != int64(n) {
+		return got, fmt.Errorf("acknowledged %d records, want %d", got, n)
+	}
+	return acked.Load(), nil
+}
