@@ -81,6 +81,10 @@ func runQueueSoak(ctx context.Context) (*ledger, error) {
 	started := time.Now()
 	end := started.Add(*duration)
 	prod := startProducer(ctx, inProcess{srv}, queueInput, *rate, *keys, producerTimes{end: end, hardStop: end.Add(*readTail / 2)})
+	down, err := startOutage(inProcess{srv}, started)
+	if err != nil {
+		return nil, err
+	}
 
 	var events []event
 	var kills int
@@ -107,6 +111,7 @@ func runQueueSoak(ctx context.Context) (*ledger, error) {
 		}
 	}
 	produced := prod.wait()
+	downReport := down.wait()
 	// The last job replaces the running one and ends once the queue is empty: the records
 	// the replaced job held come back after the visibility timeout and are read by it.
 	job.kill()
@@ -139,6 +144,7 @@ func runQueueSoak(ctx context.Context) (*ledger, error) {
 		return nil, errors.Join(jobErr, err)
 	}
 	l.elapsed, l.mode = time.Since(started), "queue, the job in a child process on Prism"
+	l.outage = downReport.recovery(inProcess{srv})
 	l.chaos = fmt.Sprintf("%d kills of the job (SIGKILL, every %v), queue faults at %v (redelivery after acknowledgement at %v), 5xx and dropped connections at %v; queue: received %d, redelivered %d, acknowledged %d, redelivered after acknowledgement %d, stale handles %d, dead letters %d, left in flight %d, visible %d",
 		kills, *queueKillEvery, *queueFaults, *queueFaults/4, *faultRate, st.Received, st.Redelivered, st.Acked, st.RedeliveredAfterAck, st.StaleHandles, st.DeadLettered, st.InFlight, st.Visible)
 	l.print(os.Stdout, false)

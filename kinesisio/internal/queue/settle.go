@@ -149,15 +149,21 @@ func (s *Settler) batch(ctx context.Context, o op, entries []Entry, vis time.Dur
 		}
 		ok, failed, err := s.call(ctx, o, handles, vis)
 		if err != nil {
+			if ctx.Err() != nil {
+				return lost, fmt.Errorf("queue %s: %v of %d entries: %w", s.arn, o, len(pending), ctx.Err())
+			}
 			class := classify(err)
-			if class == backoff.Fatal || attempt >= s.policy.Retries {
-				if ctx.Err() != nil {
-					return lost, fmt.Errorf("queue %s: %v of %d entries: %w", s.arn, o, len(pending), ctx.Err())
-				}
+			if class == backoff.Fatal {
 				return lost, fatal(fmt.Sprintf("queue %s: %v of %d entries", s.arn, o, len(pending)), err)
 			}
+			// An outage is ridden out, as the receivers and the shard read do: a settle
+			// that keeps failing holds its bundle, and the worst a late one meets is a
+			// stale handle, whose record is delivered again (soak --queue --outage).
+			if attempt == s.policy.Retries {
+				s.logf("kinesisio: queue %s: %v of %d entries failed %d times (%v); retrying until the queue answers", s.arn, o, len(pending), attempt+1, err)
+			}
 			st.retry(class)
-			if err := backoff.Sleep(ctx, s.policy.Delay(attempt, class)); err != nil {
+			if err := backoff.Sleep(ctx, s.policy.Delay(min(attempt, s.policy.Retries), class)); err != nil {
 				return lost, fmt.Errorf("queue %s: %v: %w", s.arn, o, err)
 			}
 			continue
