@@ -175,7 +175,7 @@ func run(ctx context.Context) (*ledger, error) {
 		if chaos, err = startChaos(srv, "soak-in", *reshardEach, *duration); err != nil {
 			return prod, started, err
 		}
-		down, err = startOutage(srv, started)
+		down, err = startOutage(srv, started, chaosFaults())
 		return prod, started, err
 	}
 	if flinkrunner.IsFlink(*runners.Runner) {

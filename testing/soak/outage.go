@@ -29,7 +29,8 @@ type outage struct {
 }
 
 // startOutage schedules the outage the flags ask for, from started; nil when there is none.
-func startOutage(srv service, started time.Time) (*outage, error) {
+// faults are the run's own: the write-throttle outage adds to them and puts them back.
+func startOutage(srv service, started time.Time, faults kinesistest.Faults) (*outage, error) {
 	var begin, end func() error
 	switch *outageMode {
 	case "none":
@@ -41,11 +42,11 @@ func startOutage(srv service, started time.Time) (*outage, error) {
 		begin, end = dyn.stop, dyn.start
 	case writeThrottle:
 		begin = func() error {
-			f := chaosFaults()
+			f := faults
 			f.PutEntryThrottleRate, f.PutEntryStreams = 1, []string{"soak-out"}
 			return srv.SetFaults(f)
 		}
-		end = func() error { return srv.SetFaults(chaosFaults()) }
+		end = func() error { return srv.SetFaults(faults) }
 	default:
 		mode, err := kinesistest.ParseOutage(*outageMode)
 		if err != nil {

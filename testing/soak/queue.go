@@ -81,7 +81,7 @@ func runQueueSoak(ctx context.Context) (*ledger, error) {
 	started := time.Now()
 	end := started.Add(*duration)
 	prod := startProducer(ctx, inProcess{srv}, queueInput, *rate, *keys, producerTimes{end: end, hardStop: end.Add(*readTail / 2)})
-	down, err := startOutage(inProcess{srv}, started)
+	down, err := startOutage(inProcess{srv}, started, f)
 	if err != nil {
 		return nil, err
 	}
