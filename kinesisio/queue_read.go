@@ -214,7 +214,7 @@ func (fn *queueReadFn) emitToken(emit func(beam.EventTime, queueToken), tok queu
 // record as it is.
 func (fn *queueReadFn) split(r queue.Record, et time.Time) []QueueRecord {
 	base := QueueRecord{
-		QueueARN: fn.Spec.QueueARN, RecordID: r.RecordID, PartitionKey: r.PartitionKey, Data: r.Data,
+		QueueARN: fn.Spec.QueueARN, RecordID: r.RecordID, PartitionKey: r.PartitionKey, Data: orEmpty(r.Data),
 		ApproximateArrivalTimestamp: r.Arrival, ReceiveTimestamp: r.Received,
 		ReceiveCount: int64(r.ReceiveCount), DeadLetter: fn.Spec.DeadLetter,
 	}
