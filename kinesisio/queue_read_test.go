@@ -22,6 +22,16 @@ func init() {
 	register.DoFn1x0[QueueRecord](&collectQueueFn{})
 }
 
+// collectQueue sends the QueueRecords recs to a new sink named key.
+func collectQueue(s beam.Scope, key string, recs beam.PCollection) *sink {
+	sk := &sink{}
+	sinksMu.Lock()
+	sinks[key] = sk
+	sinksMu.Unlock()
+	beam.ParDo0(s, &collectQueueFn{Key: key}, recs)
+	return sk
+}
+
 // collectQueueFn appends each record's data and receive count to the sink named Key.
 type collectQueueFn struct{ Key string }
 
@@ -73,11 +83,7 @@ func TestReadQueueReadsAndAcknowledgesEveryRecord(t *testing.T) {
 	srv, arn, want := queueServer(t, 700, kinesistest.QueueConfig{})
 	p, s := beam.NewPipelineWithRoot()
 	recs := ReadQueue(s, arn, queueConnect(srv, WithQueueSlots(3), WithQueueReceivers(3))...)
-	sk := &sink{}
-	sinksMu.Lock()
-	sinks[t.Name()] = sk
-	sinksMu.Unlock()
-	beam.ParDo0(s, &collectQueueFn{Key: t.Name()}, recs)
+	sk := collectQueue(s, t.Name(), recs)
 	res, err := ptest.RunWithMetrics(p)
 	if err != nil {
 		t.Fatal(err)
@@ -148,11 +154,7 @@ func TestReadQueueDeadLettersDiscardsWhatItRead(t *testing.T) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	recs := ReadQueueDeadLetters(s, arn, queueConnect(srv)...)
-	sk := &sink{}
-	sinksMu.Lock()
-	sinks[t.Name()] = sk
-	sinksMu.Unlock()
-	beam.ParDo0(s, &collectQueueFn{Key: t.Name()}, recs)
+	sk := collectQueue(s, t.Name(), recs)
 	if err := ptest.Run(p); err != nil {
 		t.Fatal(err)
 	}

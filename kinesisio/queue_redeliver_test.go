@@ -182,11 +182,7 @@ func TestReadQueueDeduplicatesRedeliveriesAfterAcknowledgement(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	recs := ReadQueue(s, arn, queueConnect(srv, WithQueueVisibility(time.Second),
 		WithQueueDeduplication(10*time.Minute), WithQueueStopWhenIdle(5*time.Second))...)
-	sk := &sink{}
-	sinksMu.Lock()
-	sinks[t.Name()] = sk
-	sinksMu.Unlock()
-	beam.ParDo0(s, &collectQueueFn{Key: t.Name()}, recs)
+	sk := collectQueue(s, t.Name(), recs)
 	res, err := ptest.RunWithMetrics(p)
 	if err != nil {
 		t.Fatal(err)
@@ -247,11 +243,7 @@ func TestReadQueueSplitsAggregatesAndDeduplicatesTheirUserRecords(t *testing.T) 
 	want = sortedCopy(want)
 	p, s := beam.NewPipelineWithRoot()
 	recs := ReadQueue(s, arn, queueConnect(srv, WithQueueDeduplication(10*time.Minute))...)
-	sk := &sink{}
-	sinksMu.Lock()
-	sinks[t.Name()] = sk
-	sinksMu.Unlock()
-	beam.ParDo0(s, &collectQueueFn{Key: t.Name()}, recs)
+	sk := collectQueue(s, t.Name(), recs)
 	if err := ptest.Run(p); err != nil {
 		t.Fatal(err)
 	}
