@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
-	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 	"github.com/beamkinesis/beamkinesis/testing/childjob"
 	"github.com/beamkinesis/beamkinesis/testing/components"
@@ -126,35 +123,11 @@ func TestQueueStagingLosesNothingAcrossAKill(t *testing.T) {
 	args := []string{"--queue=" + arn, "--kinesis_endpoint=" + srv.URL(), "--kinesis_region=" + kinesistest.Region,
 		"--aws_credentials_from_env", "--bounded=false", "--window=" + restartWindow.String(), "--staging_dir=" + dir}
 
-	var n atomic.Int64
-	var mu sync.Mutex
-	var putErr error
-	put := func(count int) {
-		var lines []string
-		for range count {
-			i := n.Add(1)
-			lines = append(lines, fmt.Sprintf(`{"id":"e-%05d","ts":%d}`, i, i))
-		}
-		if err := embedded.PutStrings(context.Background(), srv.Client(), stream, "k", lines...); err != nil {
-			mu.Lock()
-			putErr = err
-			mu.Unlock()
-		}
-	}
-	put(20)
+	events := putEvents(srv, stream, 20)
 
 	child := childjob.Start(t, "TestKilledQueueStagingJobChild", killedQueueJobEnv, strings.Join(args, " "))
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; !stop.Load() && i < 1200; i++ {
-			put(2)
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
+	events.steady()
 	// Wait until the job staged three windows and acknowledged records, then kill it a
 	// quarter into a window: events of the open window are received and not staged.
 	child.Await(t, 90*time.Second, "stage three windows and acknowledge", func() bool {
@@ -164,12 +137,7 @@ func TestQueueStagingLosesNothingAcrossAKill(t *testing.T) {
 	now := time.Now()
 	time.Sleep(now.Truncate(restartWindow).Add(restartWindow + restartWindow/4).Sub(now))
 	child.Kill(t)
-	stop.Store(true)
-	wg.Wait()
-	put(20)
-	if putErr != nil {
-		t.Fatal(putErr)
-	}
+	events.finish(t)
 	atKill, err := srv.QueueStats(arn)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +163,7 @@ func TestQueueStagingLosesNothingAcrossAKill(t *testing.T) {
 		}
 	}
 	lost := 0
-	for i := int64(1); i <= n.Load(); i++ {
+	for i := int64(1); i <= events.n.Load(); i++ {
 		if id := fmt.Sprintf("e-%05d", i); !seen[id] {
 			lost++
 			if lost <= 5 {
@@ -208,7 +176,7 @@ func TestQueueStagingLosesNothingAcrossAKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d events put; the killed job had staged %d files and acknowledged %d records (%d in flight at the kill, %d let back); after the second job DuckDB reads %d distinct events from %d files: %d lost, %d read more than once; queue: %+v",
-		n.Load(), staged1, atKill.Acked, atKill.InFlight, expired, len(seen), len(stagedFiles(t, dir)), lost, dups, st)
+		events.n.Load(), staged1, atKill.Acked, atKill.InFlight, expired, len(seen), len(stagedFiles(t, dir)), lost, dups, st)
 	if lost != 0 {
 		t.Fatalf("%d events lost", lost)
 	}

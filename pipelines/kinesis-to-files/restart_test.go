@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -24,6 +25,62 @@ import (
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
+
+// events puts numbered JSON events ({"id":"e-00001","ts":1}, ...) into a stream, as a
+// producer beside a job that a test kills and restarts.
+type events struct {
+	srv    *kinesistest.Server
+	stream string
+	n      atomic.Int64 // the events put so far, numbered from 1
+	mu     sync.Mutex
+	err    error // the first failed put
+	stop   atomic.Bool
+	wg     sync.WaitGroup
+}
+
+// putEvents puts the first count events into stream.
+func putEvents(srv *kinesistest.Server, stream string, count int) *events {
+	e := &events{srv: srv, stream: stream}
+	e.put(count)
+	return e
+}
+
+// put puts the next count events.
+func (e *events) put(count int) {
+	var lines []string
+	for range count {
+		i := e.n.Add(1)
+		lines = append(lines, fmt.Sprintf(`{"id":"e-%05d","ts":%d}`, i, i))
+	}
+	if err := embedded.PutStrings(context.Background(), e.srv.Client(), e.stream, "k", lines...); err != nil {
+		e.mu.Lock()
+		e.err = cmp.Or(e.err, err)
+		e.mu.Unlock()
+	}
+}
+
+// steady puts two events every 50 ms, 1,200 times at most, until finish.
+func (e *events) steady() {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for i := 0; !e.stop.Load() && i < 1200; i++ {
+			e.put(2)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+}
+
+// finish stops the steady puts, puts 20 events more, and fails t if a put failed.
+func (e *events) finish(t *testing.T) {
+	t.Helper()
+	e.stop.Store(true)
+	e.wg.Wait()
+	e.put(20)
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+}
 
 // killedJobEnv names the environment of TestKilledStagingJobChild: the job's flags,
 // separated by spaces.
@@ -79,35 +136,11 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 		"--aws_credentials_from_env", "--bounded=false", "--starting_position=trim_horizon", "--window=" + restartWindow.String(),
 		"--staging_dir=" + dir, "--checkpoint_table=" + table, "--checkpoint_table_endpoint=" + dyn, "--checkpoint_lease_duration=1s"}
 
-	var n atomic.Int64
-	var mu sync.Mutex
-	var putErr error
-	put := func(count int) {
-		var lines []string
-		for range count {
-			i := n.Add(1)
-			lines = append(lines, fmt.Sprintf(`{"id":"e-%05d","ts":%d}`, i, i))
-		}
-		if err := embedded.PutStrings(context.Background(), srv.Client(), stream, "k", lines...); err != nil {
-			mu.Lock()
-			putErr = err
-			mu.Unlock()
-		}
-	}
-	put(20)
+	events := putEvents(srv, stream, 20)
 
 	child := childjob.Start(t, "TestKilledStagingJobChild", killedJobEnv, strings.Join(args, " "))
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; !stop.Load() && i < 1200; i++ {
-			put(2)
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
+	events.steady()
 	db := dynamodb.New(dynamodb.Options{Region: emulators.Region, BaseEndpoint: aws.String(dyn),
 		Credentials: credentials.NewStaticCredentialsProvider("k2f-test", "k2f-test", "")})
 	// Wait until the job staged three windows and committed a position, then kill it a
@@ -118,12 +151,7 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 	now := time.Now()
 	time.Sleep(now.Truncate(restartWindow).Add(restartWindow + restartWindow/4).Sub(now))
 	child.Kill(t)
-	stop.Store(true)
-	wg.Wait()
-	put(20)
-	if putErr != nil {
-		t.Fatal(putErr)
-	}
+	events.finish(t)
 	atKill := committedCheckpoint(db, table, "shardId-000000000000")
 	staged1 := len(stagedFiles(t, dir))
 
@@ -141,7 +169,7 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 		}
 	}
 	lost := 0
-	for i := int64(1); i <= n.Load(); i++ {
+	for i := int64(1); i <= events.n.Load(); i++ {
 		if id := fmt.Sprintf("e-%05d", i); !seen[id] {
 			lost++
 			if lost <= 5 {
@@ -150,9 +178,9 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 		}
 	}
 	t.Logf("%d events put; the killed job had staged %d files and committed up to %s; after the second job DuckDB reads %d distinct events from %d files: %d lost, %d read more than once",
-		n.Load(), staged1, atKill, len(seen), len(stagedFiles(t, dir)), lost, dups)
-	if int64(len(seen)) != n.Load() || len(seen) != len(counts.Rows) {
-		t.Fatalf("DuckDB reads %d distinct events, want the %d put", len(seen), n.Load())
+		events.n.Load(), staged1, atKill, len(seen), len(stagedFiles(t, dir)), lost, dups)
+	if int64(len(seen)) != events.n.Load() || len(seen) != len(counts.Rows) {
+		t.Fatalf("DuckDB reads %d distinct events, want the %d put", len(seen), events.n.Load())
 	}
 }
 
