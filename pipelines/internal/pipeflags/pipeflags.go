@@ -177,7 +177,7 @@ func (c Checkpoints) options() ([]kinesisio.ReadOption, error) {
 // Register defines --queue, --starting_position, --bounded, --max_read_time, --window,
 // --startup_timeout and the checkpoint table's flags on fs.
 func (s *Source) Register(fs *flag.FlagSet, defaultWindow time.Duration) {
-	fs.StringVar(&s.Queue, "queue", "", "ARN of a Kinesis queue to read instead of a stream's shards, records acknowledged once the runner committed them (\"embedded\": the embedded demo reads its stream through a queue)")
+	fs.StringVar(&s.Queue, "queue", "", "ARN of a Kinesis queue to read instead of a stream's shards, each record acknowledged once the pipeline's sinks wrote it (\"embedded\": the embedded demo reads its stream through a queue)")
 	fs.StringVar(&s.StartingPosition, "starting_position", "", "where to start reading: latest, trim_horizon, earliest, \"AT_TIMESTAMP <RFC 3339 time>\" or a JSON map of shard positions (default trim_horizon when bounded or with the embedded server, latest otherwise)")
 	fs.Var(&s.Bounded, "bounded", "read what the stream holds now and stop (a batch job); --bounded=false reads forever in fixed windows (default true with the embedded server, false otherwise)")
 	fs.DurationVar(&s.MaxReadTime, "max_read_time", 0, "end a streaming read after the records that arrived within this time of its start (0: never)")

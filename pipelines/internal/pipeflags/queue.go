@@ -111,29 +111,18 @@ func (in Input) Connect(client []kinesisio.ClientOption) Input {
 // WithCommitAfterSinks: call After once the sinks are in the graph, and the read commits
 // (acknowledges) what the sinks wrote. The records are a PCollection<kinesisio.Record>.
 func (in Input) Read(s beam.Scope) (beam.PCollection, *Commit) {
-	c := &Commit{}
+	c := &Commit{c: &kinesisio.Commit{}}
 	if in.Queue != "" {
-		opts := slices.Clip(in.QueueOpts)
-		if QueueAcksAfterSinks {
-			c.c = &kinesisio.Commit{}
-			opts = append(opts, kinesisio.WithCommitAfterSinks(c.c))
-		}
+		opts := append(slices.Clip(in.QueueOpts), kinesisio.WithCommitAfterSinks(c.c))
 		recs := kinesisio.ReadQueue(s, in.Queue, opts...)
 		return beam.ParDo(s.Scope("QueueRecords"), queueRecordToRecord, recs), c
 	}
-	c.c = &kinesisio.Commit{}
 	opts := append(slices.Clip(in.ReadOpts), kinesisio.WithCommitAfterSinks(c.c))
 	if in.Bounded {
 		return kinesisio.ReadBounded(s, in.Stream, opts...), c
 	}
 	return kinesisio.Read(s, in.Stream, opts...), c
 }
-
-// QueueAcksAfterSinks says whether Input.Read's queue read acknowledges a record only once
-// the sinks wrote it (kinesisio.ReadQueue with WithCommitAfterSinks). While it is false a
-// record is acknowledged once the runner committed the bundle that read it, and a job
-// killed mid-window loses the records of its open windows.
-const QueueAcksAfterSinks = false
 
 // Commit is the commit of Input.Read's read.
 type Commit struct {
