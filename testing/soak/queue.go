@@ -22,7 +22,9 @@ import (
 
 // The queue soak (--queue): the producer writes into an ON_DEMAND input stream with a
 // queue on it; the job reads the queue (kinesisio.ReadQueue) and writes each record to the
-// output stream. The job runs in a child process of this binary (--queue_job), which the
+// output stream, acknowledging a record once the write took it (WithCommitAfterSinks on
+// the write's output, in the global window; --queue_after_sinks=false acknowledges once the
+// runner committed the read). The job runs in a child process of this binary (--queue_job), which the
 // soak kills with SIGKILL every --queue_kill_every and starts again at once: what the
 // killed job had received and not acknowledged comes back after the read's visibility
 // timeout (--queue_visibility). The queue's operations fail at --queue_fault_rate
@@ -40,12 +42,14 @@ var (
 	queueFaults    = flag.Float64("queue_fault_rate", 0.02, "with --queue, the share of queue requests throttled, and of acknowledgement entries throttled and failed; a quarter of it is acknowledgements the queue loses and redelivers")
 	queueVis       = flag.Duration("queue_visibility", 5*time.Second, "with --queue, the read's visibility timeout: how soon a killed job's records come back")
 	queueDrain     = flag.Duration("queue_drain_timeout", 2*time.Minute, "with --queue, how long the last job may take to empty the queue after the producer's end")
+	queueAfter     = flag.Bool("queue_after_sinks", true, "with --queue, acknowledge a record only once the write to the output stream took it (WithCommitAfterSinks, in the global window); false: once the runner committed the bundle that read it")
 
 	// The child job's flags, set by the soak.
 	queueJob      = flag.Bool("queue_job", false, "run the queue soak's job (the soak starts it; not for direct use)")
 	queueJobARN   = flag.String("queue_job_arn", "", "the queue the --queue_job reads")
 	queueJobURL   = flag.String("queue_job_endpoint", "", "the Kinesis endpoint of the --queue_job")
 	queueJobFinal = flag.Bool("queue_job_final", false, "the --queue_job ends once the queue gave nothing for 5 s")
+	queueJobAfter = flag.Bool("queue_job_after_sinks", false, "the --queue_job acknowledges after its write (--queue_after_sinks)")
 )
 
 // queueOutput is the stream the queue soak's job writes.
@@ -143,7 +147,10 @@ func runQueueSoak(ctx context.Context) (*ledger, error) {
 	if err != nil {
 		return nil, errors.Join(jobErr, err)
 	}
-	l.elapsed, l.mode = time.Since(started), "queue, the job in a child process on Prism"
+	l.elapsed, l.mode = time.Since(started), "queue, the job in a child process on Prism, acknowledging once the runner committed the read"
+	if *queueAfter {
+		l.mode = "queue, the job in a child process on Prism, acknowledging once the write took the records"
+	}
 	l.outage = downReport.recovery(inProcess{srv})
 	l.chaos = fmt.Sprintf("%d kills of the job (SIGKILL, every %v), queue faults at %v (redelivery after acknowledgement at %v), 5xx and dropped connections at %v; queue: received %d, redelivered %d, acknowledged %d, redelivered after acknowledgement %d, stale handles %d, dead letters %d, left in flight %d, visible %d",
 		kills, *queueKillEvery, *queueFaults, *queueFaults/4, *faultRate, st.Received, st.Redelivered, st.Acked, st.RedeliveredAfterAck, st.StaleHandles, st.DeadLettered, st.InFlight, st.Visible)
@@ -178,7 +185,7 @@ func startQueueJob(ctx context.Context, url, arn, logDir string, n int, final bo
 	}
 	defer logFile.Close()
 	args := []string{"--queue_job", "--queue_job_arn=" + arn, "--queue_job_endpoint=" + url,
-		fmt.Sprintf("--queue_job_final=%t", final), "--queue_visibility=" + queueVis.String(), fmt.Sprintf("--write_retries=%d", *writeRetry)}
+		fmt.Sprintf("--queue_job_final=%t", final), fmt.Sprintf("--queue_job_after_sinks=%t", *queueAfter), "--queue_visibility=" + queueVis.String(), fmt.Sprintf("--write_retries=%d", *writeRetry)}
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a kill takes the job's children too
@@ -220,10 +227,17 @@ func runQueueJob(ctx context.Context) error {
 	for _, o := range conn {
 		readOpts, writeOpts = append(readOpts, o), append(writeOpts, o)
 	}
+	var commit kinesisio.Commit
+	if *queueJobAfter {
+		readOpts = append(readOpts, kinesisio.WithCommitAfterSinks(&commit))
+	}
 	p, s := beam.NewPipelineWithRoot()
 	recs := kinesisio.ReadQueue(s, *queueJobARN, readOpts...)
 	failed := kinesisio.Write(s, queueOutput, beam.ParDo(s, queueToMessage, recs), writeOpts...)
 	beam.ParDo0(s, countFailed, failed)
+	if *queueJobAfter {
+		commit.After(s, failed)
+	}
 	_, err := flinkrunner.Run(ctx, p)
 	return err
 }
