@@ -57,7 +57,7 @@ func buildQueueRead(s beam.Scope, t target, queueARN string, opts []QueueOption)
 	if cfg.source.commit != nil {
 		cfg.source.commit.fill(name, &heldQueue{tokens: tokens, read: &read.Spec})
 	} else {
-		beam.ParDo0(s, &queueAckFn{Spec: spec}, beam.Reshuffle(s, tokens))
+		ackStep(s, &queueAckFn{Spec: spec}, beam.Reshuffle(s, tokens))
 	}
 	if q.dedup > 0 {
 		return dedupQueue(s, recs, q.dedup)

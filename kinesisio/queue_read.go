@@ -35,7 +35,8 @@ import (
 func init() {
 	register.DoFn2x0[[]byte, func(int64)](&queueSlotsFn{})
 	register.DoFn6x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, int64, func(beam.EventTime, QueueRecord), func(beam.EventTime, queueToken), sdf.ProcessContinuation, error](&queueReadFn{})
-	register.DoFn2x1[context.Context, queueToken, error](&queueAckFn{})
+	register.DoFn3x1[context.Context, queueToken, func(int64), error](&queueAckFn{})
+	register.Function1x0(discardAckOutput)
 	register.Emitter1[int64]()
 	register.Emitter2[beam.EventTime, QueueRecord]()
 }
@@ -268,8 +269,9 @@ type queueAckFn struct {
 	pending []queue.Entry
 }
 
-// ProcessElement adds tok's handles to the bundle's.
-func (fn *queueAckFn) ProcessElement(_ context.Context, tok queueToken) error {
+// ProcessElement adds tok's handles to the bundle's. It emits nothing: the output only
+// keeps Prism from polling the step (outputAckStep).
+func (fn *queueAckFn) ProcessElement(_ context.Context, tok queueToken, _ func(int64)) error {
 	fn.pending = append(fn.pending, tok.entries()...)
 	return nil
 }
@@ -277,11 +279,24 @@ func (fn *queueAckFn) ProcessElement(_ context.Context, tok queueToken) error {
 // FinishBundle settles the bundle's records. A handle that no longer works is counted (its
 // record comes back, and the pipeline sees it again); a queue that cannot be called fails
 // the bundle, which the runner retries.
-func (fn *queueAckFn) FinishBundle(ctx context.Context) error {
+func (fn *queueAckFn) FinishBundle(ctx context.Context, _ func(int64)) error {
 	entries := fn.pending
 	fn.pending = nil
 	return settleQueue(ctx, fn.Spec, entries)
 }
+
+// ackStep applies the acknowledge step fn to tokens, which crossed a fusion break, and gives
+// it an output, to which fn emits nothing, consumed behind another: Prism busy-polls a
+// stage that has neither an output nor a timer for as long as each of its bundles runs
+// (stage.Execute selects on a data channel closed from the start), and this step's bundles
+// wait on settle calls. Polled, it took most of a core from the receivers and the read
+// (bench row 16). Other runners pay nothing for the empty PCollection.
+func ackStep(s beam.Scope, fn any, tokens beam.PCollection) {
+	beam.ParDo0(s, discardAckOutput, beam.Reshuffle(s, beam.ParDo(s, fn, tokens)))
+}
+
+// discardAckOutput consumes the acknowledge step's empty output.
+func discardAckOutput(int64) {}
 
 // settleQueue acknowledges entries (discards or restores them, for a dead-letter read) and
 // reports what it did: the acknowledgements are counted by the step that made them, exactly
