@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -19,6 +20,21 @@ import (
 
 func init() {
 	register.DoFn2x0[kinesisio.QueueRecord, func(int)](&countQueueFn{})
+	register.Function1x2(keyQueueAll)
+	register.Function2x1(countWindow)
+	register.Iter1[int]()
+}
+
+// keyQueueAll keys every queue record alike, for one count per window.
+func keyQueueAll(kinesisio.QueueRecord) (int, int) { return 0, 1 }
+
+// countWindow is a window's sink: it counts the window's records.
+func countWindow(_ int, ones func(*int) bool) int {
+	n, one := 0, 0
+	for ones(&one) {
+		n++
+	}
+	return n
 }
 
 // queueRow is the queue read's row: ReadQueue on Prism against goroutines of the plain SDK.
@@ -98,6 +114,14 @@ func (b *Bench) rowQueue(ctx context.Context) (Row, error) {
 	}
 	b.cfg.logf("ReadQueue: %d records in %v (start-up %v, steady %v)", read, total.Round(time.Millisecond), startup.Round(time.Millisecond), steady.Round(time.Millisecond))
 	steadyRate := float64(read) / steady.Seconds()
+	lag, err := b.queueAckLag(ctx, srv, n, false)
+	if err != nil {
+		return Row{}, fmt.Errorf("the ack lag: %w", err)
+	}
+	lagSinks, err := b.queueAckLag(ctx, srv, n, true)
+	if err != nil {
+		return Row{}, fmt.Errorf("the ack lag after the sinks: %w", err)
+	}
 	return Row{
 		ID:   fmt.Sprint(queueRow),
 		Name: fmt.Sprintf("Queue read: ReadQueue on Prism, %s × 100 B, received and acknowledged", group(int64(n))),
@@ -106,11 +130,59 @@ func (b *Bench) rowQueue(ctx context.Context) (Row, error) {
 		Baseline: fmt.Sprintf("%s (%d goroutines of ReceiveQueueRecords + AcknowledgeQueueRecords)", rate(baseRate, "rec/s"), queueBaselineReceivers),
 		Ratio:    steadyRate / baseRate,
 		Target:   "≥ 0.8× (steady)",
-		Notes: fmt.Sprintf("ReadQueue's defaults (4 slots, 4 receivers a worker, 1 s calls); %d records received (redeliveries included), %d empty receives; every record acknowledged once on both sides (exact)",
-			st.Received, st.EmptyReceives),
+		Notes: fmt.Sprintf("ReadQueue's defaults (4 slots, 4 receivers a worker, 1 s calls); %d records received (redeliveries included), %d empty receives; every record acknowledged once on both sides (exact). Ack lag (receive response → acknowledgement response, per record, two more reads of the same records through a recording proxy): %s; WithCommitAfterSinks, 1 s fixed windows counted: %s",
+			st.Received, st.EmptyReceives, lag, lagSinks),
 		Rate:   steadyRate,
 		Counts: map[string]int64{"readqueue_records": read, "readqueue_acked": st.Acked, "sdk_records": got},
 	}, nil
+}
+
+// queueAckLag reads the stream's n records from a new queue with ReadQueue on Prism through
+// an ackLagRecorder and returns the ack lag's quantiles. afterSinks reads
+// WithCommitAfterSinks, the sink a count per 1 s fixed window; otherwise the records go to
+// the row's count, acknowledged once the runner committed their bundles.
+func (b *Bench) queueAckLag(ctx context.Context, srv *kinesistest.Server, n int, afterSinks bool) (string, error) {
+	name := "lag"
+	if afterSinks {
+		name = "lagsinks"
+	}
+	arn, err := srv.CreateQueue(name, "queued", kinesistest.QueueConfig{StartingPosition: types.QueueStartingPositionTypeTrimHorizon})
+	if err != nil {
+		return "", err
+	}
+	rec, err := startAckLagRecorder(srv)
+	if err != nil {
+		return "", err
+	}
+	defer rec.Close()
+	opts := []kinesisio.QueueOption{kinesisio.WithQueueWait(time.Second), kinesisio.WithQueueStopWhenIdle(2 * time.Second)}
+	var commit kinesisio.Commit
+	if afterSinks {
+		opts = append(opts, kinesisio.WithCommitAfterSinks(&commit))
+	}
+	resetCounters()
+	p, s := beam.NewPipelineWithRoot()
+	recs := kinesisio.ReadQueue(s, arn, connect(rec.url, opts...)...)
+	if afterSinks {
+		windowed := beam.WindowInto(s, window.NewFixedWindows(time.Second), beam.ParDo(s, keyQueueAll, recs))
+		commit.After(s, beam.ParDo(s, countWindow, beam.GroupByKey(s, windowed)))
+	} else {
+		sink(s, beam.ParDo(s, &countQueueFn{}, recs))
+	}
+	if _, err := run(ctx, p, "readqueue-"+name); err != nil {
+		return "", err
+	}
+	acked, p50, p99, most := rec.lagQuantiles()
+	st, err := srv.QueueStats(arn)
+	if err != nil {
+		return "", err
+	}
+	if acked != n || st.Acked != int64(n) {
+		return "", fmt.Errorf("queue %s: the recorder saw %d records acknowledged and the queue %d; want %d", name, acked, st.Acked, n)
+	}
+	out := fmt.Sprintf("p50 %v, p99 %v, max %v", p50.Round(time.Millisecond), p99.Round(time.Millisecond), most.Round(time.Millisecond))
+	b.cfg.logf("ack lag, queue %s: %s", name, out)
+	return out, nil
 }
 
 // receiveAndAcknowledge receives the queue's n records with goroutines, each receiving 10
