@@ -64,12 +64,20 @@ func (c *poolCache) get(ctx context.Context, spec queueSpec) (*pooled, error) {
 		Visibility:        spec.Visibility,
 		ProcessingTimeout: spec.ProcessingTimeout,
 		Wait:              spec.Wait,
-		MaxBuffered:       spec.Receivers * queue.MaxBatch * 2,
+		MaxBuffered:       poolBuffer(spec),
 		Policy:            spec.Retry.policy(),
 	})
 	p := &pooled{pool: pool, settler: pool.Settler(), slots: map[int64]bool{}}
 	c.pools[spec.key()] = p
 	return p, nil
+}
+
+// poolBuffer is how many received records a pool buffers before its receivers pause: a
+// call's worth at least, so that a call finds a full call's records waiting. A runner
+// runs the slots of a worker one after another (Prism puts them all in one bundle), and the
+// receivers keep receiving between the calls instead of pausing after two receives each.
+func poolBuffer(spec queueSpec) int {
+	return max(spec.Receivers*queue.MaxBatch*2, spec.MaxRecordsPerCall)
 }
 
 // join records that slot reads from the pool in this process.
