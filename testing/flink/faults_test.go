@@ -161,6 +161,20 @@ func ids(events []string) []string {
 	return out
 }
 
+// awaitRestored waits until the run's job has restored from a checkpoint after a fault and
+// completed a checkpoint since, and returns its checkpoint statistics.
+func (r *liveRun) awaitRestored(t *testing.T) flinkrest.CheckpointStats {
+	t.Helper()
+	var cps flinkrest.CheckpointStats
+	await(t, 3*time.Minute, func() string {
+		return fmt.Sprintf("%s's job has not restored and checkpointed again: %+v", r.name, cps.Counts)
+	}, func() bool {
+		cps = checkpoints(t, r.job)
+		return cps.Latest.Restored != nil && cps.Latest.Completed != nil && cps.Latest.Completed.ID > cps.Latest.Restored.ID
+	})
+	return cps
+}
+
 // TestTaskManagerKillRestoresFromTheLastCheckpoint runs kinesis-to-files as a streaming
 // job at --parallelism=2 while a producer puts events, kills one TaskManager with kill -9
 // after some checkpoints, and starts a replacement. The job must restore from its last
@@ -189,11 +203,7 @@ func TestTaskManagerKillRestoresFromTheLastCheckpoint(t *testing.T) {
 	killed := time.Now()
 	sentAtKill := prod.count()
 	clusterScript(t, "start-tm", "1")
-	var cps flinkrest.CheckpointStats
-	await(t, 3*time.Minute, func() string { return fmt.Sprintf("the job has not restored and checkpointed again: %+v", cps.Counts) }, func() bool {
-		cps = checkpoints(t, r.job)
-		return cps.Latest.Restored != nil && cps.Latest.Completed != nil && cps.Latest.Completed.ID > cps.Latest.Restored.ID
-	})
+	cps := r.awaitRestored(t)
 	running := time.Since(killed)
 	restoredFrom := cps.Latest.Restored.ID
 	restoreAfter := time.UnixMilli(cps.Latest.Restored.RestoreTime).Sub(killed)
@@ -244,11 +254,7 @@ func TestTaskManagerKillLosesNoRecordOfKinesisToKinesis(t *testing.T) {
 	clusterScript(t, "kill-tm", "2")
 	killed := time.Now()
 	clusterScript(t, "start-tm", "2")
-	var cps flinkrest.CheckpointStats
-	await(t, 3*time.Minute, func() string { return fmt.Sprintf("the job has not restored and checkpointed again: %+v", cps.Counts) }, func() bool {
-		cps = checkpoints(t, r.job)
-		return cps.Latest.Restored != nil && cps.Latest.Completed != nil && cps.Latest.Completed.ID > cps.Latest.Restored.ID
-	})
+	cps := r.awaitRestored(t)
 	running := time.Since(killed)
 	time.Sleep(2 * time.Second) // the producer keeps putting across the restore
 	want := prod.finish(t)

@@ -28,83 +28,129 @@ const heldWindow = 5 * time.Second
 // the records of want no count covers, and how many were counted more than once.
 func countLedger(t *testing.T, out []string, want []string) (lost []string, dups int) {
 	t.Helper()
-	counted := map[string]int64{}
+	counted := countedByKey(t, out)
+	for _, w := range want {
+		switch n := counted[w]; {
+		case n == 0:
+			lost = append(lost, w)
+		case n > 1:
+			dups += n - 1
+		}
+	}
+	return lost, dups
+}
+
+// countedByKey sums the counts kinesis-to-kinesis --transform=count wrote, per key.
+func countedByKey(t *testing.T, out []string) map[string]int {
+	t.Helper()
+	counted := map[string]int{}
 	for _, rec := range out {
 		var c struct {
 			Key   string `json:"key"`
-			Count int64  `json:"count"`
+			Count int    `json:"count"`
 		}
 		if err := json.Unmarshal([]byte(rec), &c); err != nil {
 			t.Fatalf("an output record is not a count: %q: %v", rec, err)
 		}
 		counted[c.Key] += c.Count
 	}
-	for _, w := range want {
-		switch n := counted[w]; {
-		case n == 0:
-			lost = append(lost, w)
-		case n > 1:
-			dups += int(n - 1)
-		}
-	}
-	return lost, dups
+	return counted
 }
 
-// heldJob is one job of the held-commit restart tests: its run, the table it commits to,
-// and whether it has written output yet.
+// heldJob is one job of the kill-and-restart tests: its run, whether it has written
+// output yet, and whether its read has settled enough of it to be killed (with what it
+// has, for a timeout's message).
 type heldJob struct {
 	run     *liveRun
-	table   string
 	written func() bool
+	settled func() (ok bool, has string)
 }
 
-// killMidWindow waits until every job has written output of its own and its table holds
-// positions of at least four shards (the input's four, or after the split their children).
-// Then, a third into the next window of size (the one open, if a third of it is still to
-// come), it cancels the jobs hard (no savepoint) or, with wholeCluster, kills every
-// TaskManager and the JobManager (kill -9; no HA, so the jobs are gone) and starts them
-// again; either way it kills the jobs' launchers (which, in LOOPBACK, are also their SDK
-// workers). size is a multiple of every job's window, so the kill is inside a window of each.
-func killMidWindow(t *testing.T, db *dynamodb.Client, size time.Duration, wholeCluster bool, jobs ...heldJob) {
+// tableSettled is the settled of a job whose read commits to table: it holds positions of
+// at least four shards (the input's four, or after the split their children).
+func tableSettled(t *testing.T, db *dynamodb.Client, table string) func() (bool, string) {
+	return func() (bool, string) {
+		positions := tablePositions(t, db, table)
+		n := 0
+		for _, cp := range positions {
+			if cp != "" && cp[0] >= '0' && cp[0] <= '9' {
+				n++
+			}
+		}
+		return n >= 4, fmt.Sprintf("positions %v in %s", positions, table)
+	}
+}
+
+// killKind is how killMidWindow kills the jobs.
+type killKind int
+
+const (
+	// cancelJobs cancels the jobs hard (no savepoint) and kills their launchers.
+	cancelJobs killKind = iota
+	// killTaskManager kills TaskManager 1 (kill -9) and starts it again: the jobs live on
+	// and restore from their last checkpoints; their launchers (in LOOPBACK, also their SDK
+	// workers) live on too.
+	killTaskManager
+	// killCluster kills every TaskManager and the JobManager (kill -9; no HA, so the jobs
+	// are gone) and their launchers, and starts the cluster again.
+	killCluster
+)
+
+// killMidWindow waits until every job has written output of its own and settled. Then, a
+// third into the next window of size (the one open, if a third of it is still to come), it
+// kills the jobs as kill says. size is a multiple of every job's window, so the kill is
+// inside a window of each. It returns when the kill happened.
+func killMidWindow(t *testing.T, size time.Duration, kill killKind, jobs ...heldJob) time.Time {
 	t.Helper()
 	for _, j := range jobs {
+		has := ""
 		await(t, 2*time.Minute, func() string {
-			return fmt.Sprintf("%s: want output and four positions in %s, have %v", j.run.name, j.table, tablePositions(t, db, j.table))
+			return fmt.Sprintf("%s: want output of its own and its read settled, have %s", j.run.name, has)
 		}, func() bool {
-			if !j.written() {
-				return false
-			}
-			n := 0
-			for _, cp := range tablePositions(t, db, j.table) {
-				if cp != "" && cp[0] >= '0' && cp[0] <= '9' {
-					n++
-				}
-			}
-			return n >= 4
+			ok := false
+			ok, has = j.settled()
+			return j.written() && ok
 		})
 	}
 	now := time.Now()
-	kill := now.Truncate(size).Add(size / 3)
-	if kill.Before(now) {
-		kill = kill.Add(size)
+	at := now.Truncate(size).Add(size / 3)
+	if at.Before(now) {
+		at = at.Add(size)
 	}
-	time.Sleep(kill.Sub(now))
-	if wholeCluster {
+	time.Sleep(at.Sub(now))
+	killed := time.Now()
+	switch kill {
+	case killTaskManager:
+		clusterScript(t, "kill-tm", "1")
+		t.Logf("TaskManager 1 killed mid-window, jobs %v", jobNames(jobs))
+		clusterScript(t, "start-tm", "1")
+		return killed
+	case killCluster:
 		clusterScript(t, "kill-all")
 	}
 	for _, j := range jobs {
-		if !wholeCluster {
+		if kill == cancelJobs {
 			if err := cluster().Cancel(context.Background(), j.run.job); err != nil {
 				t.Fatalf("cancelling %s's job: %v", j.run.name, err)
 			}
 		}
 		j.run.cmd.Process.Kill()
 		<-j.run.done
-		t.Logf("%s: launcher killed %v after launch, mid-window (whole cluster killed: %v)", j.run.name, time.Since(j.run.started).Round(time.Millisecond), wholeCluster)
+		t.Logf("%s: launcher killed %v after launch, mid-window (whole cluster killed: %v)", j.run.name, time.Since(j.run.started).Round(time.Millisecond), kill == killCluster)
 	}
-	if wholeCluster {
+	if kill == killCluster {
 		clusterScript(t, "start-all")
 	}
+	return killed
+}
+
+// jobNames names the jobs' pipelines, for logs.
+func jobNames(jobs []heldJob) []string {
+	var out []string
+	for _, j := range jobs {
+		out = append(out, j.run.name)
+	}
+	return out
 }
 
 // TestWindowsLoseNothingAcrossRestartsFromTheTable is issue 23's case on the cluster, for
@@ -169,15 +215,15 @@ func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 		// A job is ready to be killed once it wrote something of its own.
 		counts, staged, copied := len(outputs()), len(parquetFiles(t, staging)), len(copies())
 		return []heldJob{
-			{count, countTable, func() bool { return len(outputs()) > counts }},
-			{files, filesTable, func() bool { return len(parquetFiles(t, staging)) > staged }},
-			{copier, copyTable, func() bool { return len(copies()) > copied }},
+			{count, func() bool { return len(outputs()) > counts }, tableSettled(t, db, countTable)},
+			{files, func() bool { return len(parquetFiles(t, staging)) > staged }, tableSettled(t, db, filesTable)},
+			{copier, func() bool { return len(copies()) > copied }, tableSettled(t, db, copyTable)},
 		}
 	}
 
 	jobs := start()
 	prod := startProducer(srv.Client(), "in", 10, 100*time.Millisecond, func(i int) string { return fmt.Sprintf(`{"id":"rec-%06d","ts":%d}`, i, i) })
-	killMidWindow(t, db, filesWindow, false, jobs...)
+	killMidWindow(t, filesWindow, cancelJobs, jobs...)
 	atCancel, filesAtCancel := prod.count(), len(parquetFiles(t, staging))
 	// The input splits from 4 shards to 8 while no job runs: the next jobs read each parent
 	// on from its table position to its end, then its children (parents first).
@@ -186,7 +232,7 @@ func TestWindowsLoseNothingAcrossRestartsFromTheTable(t *testing.T) {
 		t.Fatalf("splitting the input: %v", err)
 	}
 	jobs = start()
-	killMidWindow(t, db, filesWindow, true, jobs...)
+	killMidWindow(t, filesWindow, killCluster, jobs...)
 	atKill, filesAtKill := prod.count(), len(parquetFiles(t, staging))
 	jobs = start()
 	time.Sleep(heldWindow) // the producer keeps putting while the third jobs run
