@@ -33,6 +33,16 @@ type pooled struct {
 	pool    *queue.Pool
 	settler *queue.Settler
 	slots   map[int64]bool
+	// calls is, per slot, what each of its calls in this process emitted, oldest first,
+	// while some of it is held: what a rewind of the slot takes back (rewind).
+	calls map[int64][]slotCall
+}
+
+// slotCall is what one call of a slot emitted: the call's position in the slot's
+// restriction and its records.
+type slotCall struct {
+	pos     int64
+	entries []queue.Entry
 }
 
 func (s queueSpec) key() poolKey {
@@ -67,7 +77,7 @@ func (c *poolCache) get(ctx context.Context, spec queueSpec) (*pooled, error) {
 		MaxBuffered:       poolBuffer(spec),
 		Policy:            spec.Retry.policy(),
 	})
-	p := &pooled{pool: pool, settler: pool.Settler(), slots: map[int64]bool{}}
+	p := &pooled{pool: pool, settler: pool.Settler(), slots: map[int64]bool{}, calls: map[int64][]slotCall{}}
 	c.pools[spec.key()] = p
 	return p, nil
 }
@@ -87,6 +97,55 @@ func (c *poolCache) join(spec queueSpec, slot int64) {
 	if p := c.pools[spec.key()]; p != nil {
 		p.slots[slot] = true
 	}
+}
+
+// emitted records what slot's call at pos emitted, and forgets the slot's oldest calls
+// none of whose records is held any more (settled, or let go).
+func (c *poolCache) emitted(p *pooled, slot, pos int64, entries []queue.Entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls := p.calls[slot]
+	for len(calls) > 0 && len(p.pool.Holder().Holding(calls[0].entries)) == 0 {
+		calls = calls[1:]
+	}
+	if len(entries) > 0 {
+		calls = append(calls, slotCall{pos: pos, entries: entries})
+	}
+	p.calls[slot] = calls
+}
+
+// rewind is told that slot's call at pos begins. A slot's positions only grow while the
+// runner keeps what it emitted; a call at a position this process already called the slot
+// at means the runner went back to a checkpoint taken before it (a restart after a failure,
+// with the worker alive) and lost what the slot emitted from there on. Those records, still
+// held here, would be kept invisible until the processing timeout with nothing left to
+// acknowledge them: they are let go to the queue at once, to be delivered again. It
+// returns how many it let go.
+func (c *poolCache) rewind(ctx context.Context, p *pooled, slot, pos int64) int {
+	c.mu.Lock()
+	calls := p.calls[slot]
+	i := len(calls)
+	for i > 0 && calls[i-1].pos >= pos {
+		i--
+	}
+	lost := calls[i:]
+	p.calls[slot] = calls[:i:i]
+	c.mu.Unlock()
+	var release []queue.Entry
+	for _, call := range lost {
+		release = append(release, p.pool.Holder().Holding(call.entries)...)
+	}
+	if len(release) == 0 {
+		return 0
+	}
+	handles := make([]string, len(release))
+	for i, e := range release {
+		handles[i] = e.Handle
+	}
+	p.pool.Holder().Drop(handles)
+	// Best effort: a release that fails leaves the records to their visibility timeout.
+	_, _ = p.settler.Extend(ctx, release, 0)
+	return len(release)
 }
 
 // leave records that slot finished; the pool stops (releasing what it buffered) once every

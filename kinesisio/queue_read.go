@@ -158,6 +158,9 @@ func (fn *queueReadFn) ProcessElement(ctx context.Context, we *watermarkEstimato
 		return nil, err
 	}
 	pools.join(fn.Spec, slot)
+	if n := pools.rewind(ctx, p, slot, pos); n > 0 {
+		log.Infof(ctx, "%s: slot %d went back to call %d (the runner restored a checkpoint): %d records it emitted since were let go to the queue, to be delivered again", fn.Spec.transform(), slot, pos, n)
+	}
 	tok := queueToken{Slot: slot, Handles: []string{}, ReceivedMs: []int64{}}
 	n := 0
 	deadline := start.Add(fn.Spec.MaxCallTime)
@@ -172,6 +175,7 @@ func (fn *queueReadFn) ProcessElement(ctx context.Context, we *watermarkEstimato
 		recs, err := p.pool.Take(ctx, fn.Spec.MaxRecordsPerCall-n, wait)
 		if err != nil {
 			fn.emitToken(emitToken, tok)
+			pools.emitted(p, slot, pos, tok.entries())
 			fn.report(ctx, p)
 			return nil, fmt.Errorf("kinesisio.ReadQueue: %w", err)
 		}
@@ -190,6 +194,7 @@ func (fn *queueReadFn) ProcessElement(ctx context.Context, we *watermarkEstimato
 		}
 	}
 	fn.emitToken(emitToken, tok)
+	pools.emitted(p, slot, pos, tok.entries())
 	fn.report(ctx, p)
 	we.advanceMs(start.UnixMilli())
 	if n > 0 {

@@ -52,6 +52,19 @@ func (h *Holder) Drop(handles []string) {
 	}
 }
 
+// Holding returns those of entries the Holder still holds.
+func (h *Holder) Holding(entries []Entry) []Entry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Entry
+	for _, e := range entries {
+		if h.held[e.Handle] != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Len is how many records the Holder holds.
 func (h *Holder) Len() int {
 	h.mu.Lock()
