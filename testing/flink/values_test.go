@@ -87,15 +87,7 @@ func TestMessagesWithNilDataCrossAGroupByKeyOnFlink(t *testing.T) {
 
 	// A streaming job on Flink runs until it is cancelled: wait for the output to hold every
 	// message (or the job to fail), then cancel it.
-	setJobFlags(t)
-	before := jobIDs(t)
-	ctx, cancel := context.WithTimeout(context.Background(), pipelineTimeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := flinkrunner.Execute(ctx, p, flinkrunner.Flags)
-		done <- err
-	}()
+	before, done := executeInProcess(t, p)
 	var job string
 	output := func() []string {
 		stored, err := srv.StreamRecords("values-out")
@@ -132,6 +124,23 @@ func TestMessagesWithNilDataCrossAGroupByKeyOnFlink(t *testing.T) {
 		t.Errorf("the output holds %q\nwant %q", got, want)
 	}
 	t.Logf("measured: %v in all, %d records", time.Since(started).Round(time.Millisecond), len(got))
+}
+
+// executeInProcess submits p to the suite's job server with its workers in this process
+// (LOOPBACK) without waiting for it, and returns the jobs the cluster had before, to tell
+// p's job from them, and where p's run ends. The run is cancelled when t ends.
+func executeInProcess(t *testing.T, p *beam.Pipeline) (before map[string]string, done <-chan error) {
+	t.Helper()
+	setJobFlags(t)
+	before = jobIDs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), pipelineTimeout)
+	t.Cleanup(cancel)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := flinkrunner.Execute(ctx, p, flinkrunner.Flags)
+		ended <- err
+	}()
+	return before, ended
 }
 
 // setJobFlags points flinkrunner.Execute at the suite's job server with the workers in this
