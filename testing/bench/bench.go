@@ -6,7 +6,7 @@
 //	go run ./testing/bench --quick    # CI sizes (50,000 records), under a minute
 //	go run ./testing/bench --rows 1,3 --cpuprofile cpu.out
 //
-// Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..8, and 10 and 12..14 with --flink), --records (override
+// Flags: --quick (CI sizes), --rows (a comma-separated subset of 1..8 and 16, and 10, 12..15 and 17 with --flink), --records (override
 // the read and write size), --cpuprofile PREFIX (one CPU profile per connector pipeline, in
 // PREFIX.<pipeline>, without the data set-up and baselines; read with go tool pprof -top),
 // --memprofile FILE (allocation profile at the end), --heapprofile PREFIX (a heap profile
@@ -14,7 +14,7 @@
 // pprof -sample_index=inuse_space), -v=false (no progress on stderr),
 // --anchors (instead of the rows: the same work done by Beam Java's KinesisIO, built from
 // testing/anchors/java-kinesisio with Maven, side by side with this connector; see anchors.go),
-// --flink (also rows 10 and 12 to 14, on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT and the
+// --flink (also rows 10, 12 to 15 and 17, on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT and the
 // cluster behind it at $BEAMKINESIS_FLINK_REST).
 // The table goes to stdout; progress and Prism's logs to stderr.
 //
@@ -49,6 +49,9 @@
 //  13. With --flink only: 8 shards at parallelism 1 and 2, both connectors: the speed-up.
 //  14. With --flink only: latency put → seen, our streaming Read and FlinkKinesisConsumer
 //     reading one producer's records at the same time (flinklatency.go).
+//  17. With --flink only: ReadQueue on the standalone Flink cluster at parallelism 1 (17a)
+//     and 2 (17b) against row 16's SDK loop on the same server, and the speed-up from 1 to
+//     2 (queueflink.go).
 package main
 
 import (

@@ -17,7 +17,7 @@ import (
 const flinkRow = 10
 
 // flinkRows are the rows that run with --flink only.
-var flinkRows = map[int]bool{flinkRow: true, flinkKinesisRow: true, flinkScalingRow: true, flinkLatencyRow: true, bundleCostRow: true}
+var flinkRows = map[int]bool{flinkRow: true, flinkKinesisRow: true, flinkScalingRow: true, flinkLatencyRow: true, bundleCostRow: true, queueFlinkRow: true}
 
 // rowFlink is row 10 (issue #18's row e): ReadBounded from TRIM_HORIZON on the standalone
 // Flink cluster (testing/flink/flink.sh) with --parallelism equal to the stream's shard
@@ -92,11 +92,7 @@ func (b *Bench) rowFlink(ctx context.Context) (Row, error) {
 // readBoundedOnFlink runs readBounded's pipeline on the Flink job server at endpoint with
 // the given parallelism, its workers in this process.
 func readBoundedOnFlink(ctx context.Context, endpoint, url, stream string, parallelism int) (readRun, error) {
-	saved := [...]any{*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism}
-	*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism = endpoint, "LOOPBACK", parallelism
-	defer func() {
-		*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism = saved[0].(string), saved[1].(string), saved[2].(int)
-	}()
+	defer flinkJobFlags(endpoint, parallelism)()
 	resetCounters()
 	p, s := beam.NewPipelineWithRoot()
 	recs := kinesisio.ReadBounded(s, stream, connect(url, kinesisio.WithStartingPosition(kinesisio.TrimHorizon()))...)
@@ -114,4 +110,15 @@ func readBoundedOnFlink(ctx context.Context, endpoint, url, stream string, paral
 		r.Steady = time.Duration(lastEmit.Load() - f)
 	}
 	return r, nil
+}
+
+// flinkJobFlags points the pipelines run next at the Flink job server at endpoint, with the
+// given parallelism and their workers in this process (LOOPBACK), and returns a function
+// that puts the flags back.
+func flinkJobFlags(endpoint string, parallelism int) (restore func()) {
+	saved := [...]any{*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism}
+	*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism = endpoint, "LOOPBACK", parallelism
+	return func() {
+		*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.Parallelism = saved[0].(string), saved[1].(string), saved[2].(int)
+	}
 }

@@ -25,13 +25,13 @@ func main() {
 		return
 	}
 	quick := flag.Bool("quick", false, "scale sizes down (50,000 records) for CI")
-	rows := flag.String("rows", "", "comma-separated rows to run, 1..8 and 16 and, with --flink, 10 and 12..15 (default all)")
+	rows := flag.String("rows", "", "comma-separated rows to run, 1..8 and 16 and, with --flink, 10, 12..15 and 17 (default all)")
 	records := flag.Int("records", 0, "records per read and write (overrides the mode's size)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each connector pipeline to this path plus \".<pipeline>\"")
 	memprofile := flag.String("memprofile", "", "write an allocation profile to this file at the end")
 	heapprofile := flag.String("heapprofile", "", "write a heap profile taken at each pipeline's live heap peak to this path plus \".<pipeline>\"")
 	verbose := flag.Bool("v", true, "log progress to stderr")
-	onFlink := flag.Bool("flink", false, "also run rows 10 and 12..15 on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT or --endpoint and its cluster at $BEAMKINESIS_FLINK_REST (testing/flink/flink.sh start)")
+	onFlink := flag.Bool("flink", false, "also run rows 10, 12..15 and 17 on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT or --endpoint and its cluster at $BEAMKINESIS_FLINK_REST (testing/flink/flink.sh start)")
 	anchors := flag.Bool("anchors", false, "compare with Beam Java KinesisIO instead (testing/anchors; needs java and mvn)")
 	flag.Parse()
 	beam.Init()
@@ -91,7 +91,7 @@ func parseRows(s string) (map[int]bool, error) {
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || (n > 8 && n != queueRow && !flinkRows[n]) {
-			return nil, fmt.Errorf("--rows: %q is not a row number 1..8 or 16 or, with --flink, 10 or 12..15", f)
+			return nil, fmt.Errorf("--rows: %q is not a row number 1..8 or 16 or, with --flink, 10, 12..15 or 17", f)
 		}
 		out[n] = true
 	}

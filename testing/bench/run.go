@@ -49,7 +49,7 @@ func (b *Bench) Run(ctx context.Context) ([]Row, error) {
 		{0, func(context.Context) ([]Row, error) { b.Close(); return nil, nil }},
 		{3, one(b.rowWrite)}, {5, one(b.rowMemory)}, {6, b.rowsLatency}, {7, one(b.rowIdle)}, {8, b.rowsManyShards}, {queueRow, one(b.rowQueue)},
 		{flinkRow, one(b.rowFlink)}, {flinkKinesisRow, b.rowsFlinkKinesis}, {flinkScalingRow, b.rowsFlinkScaling},
-		{flinkLatencyRow, b.rowsFlinkLatency}, {bundleCostRow, b.rowsBundleCost},
+		{flinkLatencyRow, b.rowsFlinkLatency}, {bundleCostRow, b.rowsBundleCost}, {queueFlinkRow, b.rowsQueueFlink},
 	}
 	var rows []Row
 	for _, s := range steps {
@@ -58,7 +58,7 @@ func (b *Bench) Run(ctx context.Context) ([]Row, error) {
 			continue
 		}
 		if !b.cfg.row(s.n) || (flinkRows[s.n] && b.cfg.FlinkEndpoint == "" && !b.cfg.Rows[s.n]) {
-			continue // rows 10 and 12 to 15 run with --flink only; asked for without it, they fail
+			continue // rows 10, 12 to 15 and 17 run with --flink only; asked for without it, they fail
 		}
 		b.cfg.logf("row %d", s.n)
 		rs, err := s.f(ctx)
