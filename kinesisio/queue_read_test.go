@@ -2,8 +2,12 @@ package kinesisio
 
 import (
 	"context"
+	"io"
+	"log"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,3 +173,28 @@ func TestReadQueueDeadLettersDiscardsWhatItRead(t *testing.T) {
 		t.Fatalf("queue after the dead-letter read: %+v", st)
 	}
 }
+
+// captureLog copies what the standard logger writes, where the queue read logs, from now
+// until t ends, and returns a function that reads the copy.
+func captureLog(t *testing.T) func() string {
+	t.Helper()
+	var mu sync.Mutex
+	var buf strings.Builder
+	old := log.Writer()
+	log.SetOutput(io.MultiWriter(old, writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	})))
+	t.Cleanup(func() { log.SetOutput(old) })
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+}
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -96,12 +96,14 @@ func TestReadQueueCountsRecordsThatComeBackAfterAWorkerDied(t *testing.T) {
 
 // Records come back while the job that holds them lives (their visibility ran out, as if
 // the job's worker had stalled): the job's handles go stale and its later acknowledgements
-// of them fail, counted and not fatal; the new deliveries are acknowledged. With
-// deduplication the sink sees every record once; without it, twice.
+// of them fail, counted and logged once (by the worker's one Settler), not fatal; the new
+// deliveries are acknowledged. With deduplication the sink sees every record once; without
+// it, twice.
 func TestReadQueueStaleHandlesAndDeduplication(t *testing.T) {
 	for _, dedup := range []bool{true, false} {
 		t.Run(fmt.Sprintf("dedup=%v", dedup), func(t *testing.T) {
 			srv, arn, want := queueServer(t, 100, kinesistest.QueueConfig{})
+			logged := captureLog(t)
 			bg := inBackground(func(ctx context.Context) error {
 				if err := srv.WaitQueue(ctx, arn, func(st kinesistest.QueueStats) bool { return st.InFlight == len(want) }); err != nil {
 					return err
@@ -147,6 +149,12 @@ func TestReadQueueStaleHandlesAndDeduplication(t *testing.T) {
 				if got := queueCounter(res, "duplicates"); got != 0 {
 					t.Errorf("metric duplicates = %d without deduplication", got)
 				}
+			}
+			// Prism runs the job in this process: one worker, one Settler, one line for
+			// the read's stale handles however many there were.
+			staleLine := "kinesisio: queue " + arn + ": a acknowledgement failed with "
+			if n := strings.Count(logged(), staleLine); n != 1 {
+				t.Errorf("the stale handles were logged %d times (%q), want once for %d stale handles", n, staleLine, st.StaleHandles)
 			}
 		})
 	}
