@@ -14,6 +14,7 @@ import (
 
 	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/producer"
 	"github.com/beamkinesis/beamkinesis/testing/childjob"
 	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
@@ -121,11 +122,11 @@ func TestQueueStagingLosesNothingAcrossAKill(t *testing.T) {
 	args := []string{"--queue=" + arn, "--kinesis_endpoint=" + srv.URL(), "--kinesis_region=" + kinesistest.Region,
 		"--aws_credentials_from_env", "--bounded=false", "--window=" + restartWindow.String(), "--staging_dir=" + dir}
 
-	events := putEvents(srv, stream, 20)
+	events := producer.Start(srv, stream, 20)
 
 	child := childjob.Start(t, "TestKilledQueueStagingJobChild", killedQueueJobEnv, strings.Join(args, " "))
 
-	events.steady()
+	events.Steady()
 	// Wait until the job staged three windows and acknowledged records, then kill it a
 	// quarter into a window: events of the open window are received and not staged.
 	child.Await(t, 90*time.Second, "stage three windows and acknowledge", func() bool {
@@ -135,7 +136,7 @@ func TestQueueStagingLosesNothingAcrossAKill(t *testing.T) {
 	now := time.Now()
 	time.Sleep(now.Truncate(restartWindow).Add(restartWindow + restartWindow/4).Sub(now))
 	child.Kill(t)
-	events.finish(t)
+	events.Finish(t)
 	atKill, err := srv.QueueStats(arn)
 	if err != nil {
 		t.Fatal(err)
@@ -160,23 +161,18 @@ func TestQueueStagingLosesNothingAcrossAKill(t *testing.T) {
 			t.Logf("DuckDB reads event %s %s times", id, c)
 		}
 	}
-	lost := 0
-	for i := int64(1); i <= events.n.Load(); i++ {
-		if id := fmt.Sprintf("e-%05d", i); !seen[id] {
-			lost++
-			if lost <= 5 {
-				t.Errorf("event %s was put and is in no file", id)
-			}
-		}
+	lost := events.Missing(func(id string) bool { return seen[id] })
+	for _, id := range lost[:min(len(lost), 5)] {
+		t.Errorf("event %s was put and is in no file", id)
 	}
 	st, err := srv.QueueStats(arn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d events put; the killed job had staged %d files and acknowledged %d records (%d in flight at the kill, %d let back); after the second job DuckDB reads %d distinct events from %d files: %d lost, %d read more than once; queue: %+v",
-		events.n.Load(), staged1, atKill.Acked, atKill.InFlight, expired, len(seen), len(stagedFiles(t, dir)), lost, dups, st)
-	if lost != 0 {
-		t.Fatalf("%d events lost", lost)
+		events.N(), staged1, atKill.Acked, atKill.InFlight, expired, len(seen), len(stagedFiles(t, dir)), len(lost), dups, st)
+	if len(lost) != 0 {
+		t.Fatalf("%d events lost", len(lost))
 	}
 	if int64(dups) > st.Redelivered {
 		t.Errorf("%d events staged twice, but the queue delivered only %d again", dups, st.Redelivered)

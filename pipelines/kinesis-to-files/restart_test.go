@@ -1,14 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,67 +17,12 @@ import (
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/pipelines/internal/producer"
 	"github.com/beamkinesis/beamkinesis/testing/childjob"
 	"github.com/beamkinesis/beamkinesis/testing/components"
 	"github.com/beamkinesis/beamkinesis/testing/emulators"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
-
-// events puts numbered JSON events ({"id":"e-00001","ts":1}, ...) into a stream, as a
-// producer beside a job that a test kills and restarts.
-type events struct {
-	srv    *kinesistest.Server
-	stream string
-	n      atomic.Int64 // the events put so far, numbered from 1
-	mu     sync.Mutex
-	err    error // the first failed put
-	stop   atomic.Bool
-	wg     sync.WaitGroup
-}
-
-// putEvents puts the first count events into stream.
-func putEvents(srv *kinesistest.Server, stream string, count int) *events {
-	e := &events{srv: srv, stream: stream}
-	e.put(count)
-	return e
-}
-
-// put puts the next count events.
-func (e *events) put(count int) {
-	var lines []string
-	for range count {
-		i := e.n.Add(1)
-		lines = append(lines, fmt.Sprintf(`{"id":"e-%05d","ts":%d}`, i, i))
-	}
-	if err := embedded.PutStrings(context.Background(), e.srv.Client(), e.stream, "k", lines...); err != nil {
-		e.mu.Lock()
-		e.err = cmp.Or(e.err, err)
-		e.mu.Unlock()
-	}
-}
-
-// steady puts two events every 50 ms, 1,200 times at most, until finish.
-func (e *events) steady() {
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		for i := 0; !e.stop.Load() && i < 1200; i++ {
-			e.put(2)
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-}
-
-// finish stops the steady puts, puts 20 events more, and fails t if a put failed.
-func (e *events) finish(t *testing.T) {
-	t.Helper()
-	e.stop.Store(true)
-	e.wg.Wait()
-	e.put(20)
-	if e.err != nil {
-		t.Fatal(e.err)
-	}
-}
 
 // killedJobEnv names the environment of TestKilledStagingJobChild: the job's flags,
 // separated by spaces.
@@ -136,11 +78,11 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 		"--aws_credentials_from_env", "--bounded=false", "--starting_position=trim_horizon", "--window=" + restartWindow.String(),
 		"--staging_dir=" + dir, "--checkpoint_table=" + table, "--checkpoint_table_endpoint=" + dyn, "--checkpoint_lease_duration=1s"}
 
-	events := putEvents(srv, stream, 20)
+	events := producer.Start(srv, stream, 20)
 
 	child := childjob.Start(t, "TestKilledStagingJobChild", killedJobEnv, strings.Join(args, " "))
 
-	events.steady()
+	events.Steady()
 	db := dynamodb.New(dynamodb.Options{Region: emulators.Region, BaseEndpoint: aws.String(dyn),
 		Credentials: credentials.NewStaticCredentialsProvider("k2f-test", "k2f-test", "")})
 	// Wait until the job staged three windows and committed a position, then kill it a
@@ -151,7 +93,7 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 	now := time.Now()
 	time.Sleep(now.Truncate(restartWindow).Add(restartWindow + restartWindow/4).Sub(now))
 	child.Kill(t)
-	events.finish(t)
+	events.Finish(t)
 	atKill := committedCheckpoint(db, table, "shardId-000000000000")
 	staged1 := len(stagedFiles(t, dir))
 
@@ -168,19 +110,14 @@ func TestStagingIsExactlyOnceAcrossAKill(t *testing.T) {
 			t.Errorf("DuckDB reads event %s %s times, want once", id, c)
 		}
 	}
-	lost := 0
-	for i := int64(1); i <= events.n.Load(); i++ {
-		if id := fmt.Sprintf("e-%05d", i); !seen[id] {
-			lost++
-			if lost <= 5 {
-				t.Errorf("event %s was put and is in no file", id)
-			}
-		}
+	lost := events.Missing(func(id string) bool { return seen[id] })
+	for _, id := range lost[:min(len(lost), 5)] {
+		t.Errorf("event %s was put and is in no file", id)
 	}
 	t.Logf("%d events put; the killed job had staged %d files and committed up to %s; after the second job DuckDB reads %d distinct events from %d files: %d lost, %d read more than once",
-		events.n.Load(), staged1, atKill, len(seen), len(stagedFiles(t, dir)), lost, dups)
-	if int64(len(seen)) != events.n.Load() || len(seen) != len(counts.Rows) {
-		t.Fatalf("DuckDB reads %d distinct events, want the %d put", len(seen), events.n.Load())
+		events.N(), staged1, atKill, len(seen), len(stagedFiles(t, dir)), len(lost), dups)
+	if int64(len(seen)) != events.N() || len(seen) != len(counts.Rows) {
+		t.Fatalf("DuckDB reads %d distinct events, want the %d put", len(seen), events.N())
 	}
 }
 
