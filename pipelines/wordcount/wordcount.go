@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamkinesis/beamkinesis/kinesisio"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/pipeflags"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
@@ -59,6 +60,8 @@ type environment struct {
 	// seed puts the records of the embedded stream; nil puts embedded.SeedWords and
 	// sampleText.
 	seed func(ctx context.Context, srv *kinesistest.Server) error
+	// queueOpts are appended to a queue read's options (e.g. to end it when idle).
+	queueOpts []kinesisio.QueueOption
 }
 
 // job is a resolved configuration: what to read and how to window it.
@@ -113,6 +116,7 @@ func prepare(ctx context.Context, cfg config, env environment) (job, error) {
 		}
 		j.in = in.Connect(client)
 	}
+	j.in.QueueOpts = append(j.in.QueueOpts, env.queueOpts...)
 	return j, nil
 }
 
