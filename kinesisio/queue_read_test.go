@@ -76,8 +76,13 @@ func queueServer(t *testing.T, n int, cfg kinesistest.QueueConfig) (*kinesistest
 }
 
 func queueConnect(srv *kinesistest.Server, opts ...QueueOption) []QueueOption {
+	return queueConnectURL(srv.URL(), opts...)
+}
+
+// queueConnectURL is queueConnect for the server at url, as a child job knows it.
+func queueConnectURL(url string, opts ...QueueOption) []QueueOption {
 	return append([]QueueOption{
-		WithEndpoint(srv.URL()), WithStaticCredentials("test", "test"),
+		WithEndpoint(url), WithStaticCredentials("test", "test"),
 		WithRetries(20, 5*time.Millisecond, 50*time.Millisecond),
 		WithQueueWait(time.Second), WithQueueStopWhenIdle(3 * time.Second),
 	}, opts...)

@@ -84,6 +84,19 @@ func (j *Job) Kill(t testing.TB) {
 	<-j.done
 }
 
+// Wait waits for the child to end by itself and returns its error; the test fails, naming
+// the child's log, when timeout passes first.
+func (j *Job) Wait(t testing.TB, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-j.done:
+		return j.err
+	case <-time.After(timeout):
+		t.Fatalf("the child job did not end within %v; its log is in %s", timeout, j.Log)
+		return nil
+	}
+}
+
 // Await polls ready until it holds, while the child runs: the test fails, naming what it
 // waited for and the child's log, when the child ends first or timeout passes.
 func (j *Job) Await(t testing.TB, timeout time.Duration, what string, ready func() bool) {
