@@ -133,19 +133,7 @@ func TestQueueStagingLosesNothingAcrossAKill(t *testing.T) {
 		st, err := srv.QueueStats(arn)
 		return err == nil && st.Acked > 0 && len(stagedFiles(t, dir)) >= 3
 	})
-	now := time.Now()
-	time.Sleep(now.Truncate(restartWindow).Add(restartWindow + restartWindow/4).Sub(now))
-	child.Kill(t)
-	events.Finish(t)
-	atKill, err := srv.QueueStats(arn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The killed job's receives die with it: let what it held come back now.
-	expired, err := srv.ExpireQueueInFlight(arn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	atKill, expired := events.KillQueueJob(t, child, arn, restartWindow, restartWindow/4)
 	staged1 := len(stagedFiles(t, dir))
 
 	runStagingWith(t, environment{queueOpts: []kinesisio.QueueOption{kinesisio.WithQueueWait(time.Second), kinesisio.WithQueueStopWhenIdle(3 * time.Second)}}, args...)

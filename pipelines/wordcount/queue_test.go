@@ -145,19 +145,7 @@ func TestQueueCountLosesNothingAcrossAKill(t *testing.T) {
 		st, err := srv.QueueStats(arn)
 		return err == nil && st.Acked > 0 && len(writtenTables(t, dir)) >= 2
 	})
-	now := time.Now()
-	time.Sleep(now.Truncate(queueCountWindow).Add(queueCountWindow + queueCountWindow/2).Sub(now))
-	child.Kill(t)
-	events.Finish(t)
-	atKill, err := srv.QueueStats(arn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The killed job's receives die with it: let what it held come back now.
-	expired, err := srv.ExpireQueueInFlight(arn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	atKill, expired := events.KillQueueJob(t, child, arn, queueCountWindow, queueCountWindow/2)
 	written1 := len(writtenTables(t, dir))
 
 	runWrittenCount(t, dir, environment{queueOpts: []kinesisio.QueueOption{kinesisio.WithQueueWait(time.Second), kinesisio.WithQueueStopWhenIdle(3 * time.Second)}}, args...)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/beamkinesis/beamkinesis/pipelines/internal/embedded"
+	"github.com/beamkinesis/beamkinesis/testing/childjob"
 	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
 )
 
@@ -89,4 +90,25 @@ func (e *Events) Missing(seen func(id string) bool) []string {
 		}
 	}
 	return out
+}
+
+// KillQueueJob kills child (SIGKILL) into of the next window of size window to start, stops
+// the steady puts (Finish), and lets what the killed job held of the queue at arn come back
+// now, as its visibility timeout would later: the test ends it on the server clock rather
+// than waiting. It returns the queue's stats at the kill and how many records came back.
+func (e *Events) KillQueueJob(t testing.TB, child *childjob.Job, arn string, window, into time.Duration) (kinesistest.QueueStats, int) {
+	t.Helper()
+	now := time.Now()
+	time.Sleep(now.Truncate(window).Add(window + into).Sub(now))
+	child.Kill(t)
+	e.Finish(t)
+	atKill, err := e.srv.QueueStats(arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := e.srv.ExpireQueueInFlight(arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return atKill, expired
 }
