@@ -56,8 +56,9 @@ func TestReadQueueRidesOutAQueueOutage(t *testing.T) {
 			}
 			want := putQueueRecords(t, srv, "before", 100)
 			var atOutage kinesistest.QueueStats
+			// The outage begins once the job wrote windows, while it holds records; once it
+			// ends, more records are put.
 			bg := inBackground(func(ctx context.Context) error {
-				// The outage begins once the job wrote windows, while it holds records.
 				if err := srv.WaitQueue(ctx, arn, func(st kinesistest.QueueStats) bool {
 					atOutage = st
 					return st.Acked >= 20 && st.InFlight > 0
@@ -69,25 +70,26 @@ func TestReadQueueRidesOutAQueueOutage(t *testing.T) {
 				}
 				clock.jump(jump)
 				time.Sleep(wall)
-				return srv.SetOutage(kinesistest.NoOutage)
-			})
-			// The read ends once the queue gave nothing for longer than the outage.
-			done := make(chan []string, 1)
-			go func() {
-				if err := <-bg; err != nil {
-					t.Error(err)
-					done <- nil
-					return
+				if err := srv.SetOutage(kinesistest.NoOutage); err != nil {
+					return err
 				}
-				done <- putQueueRecords(t, srv, "after", 100)
-			}()
+				more, err := putQueueData(srv, "after", 100)
+				want = append(want, more...)
+				return err
+			})
+			// A failed read ends the test while the outage goes on: the server closes after it.
+			var bgErr error
+			ended := make(chan struct{})
+			go func() { bgErr = <-bg; close(ended) }()
+			t.Cleanup(func() { <-ended })
+			// The read ends once the queue gave nothing for longer than the outage.
 			got, early, res := runHeldQueueCount(t, srv, arn, 2*time.Second,
 				WithQueueDeduplication(10*time.Minute), WithQueueStopWhenIdle(wall+4*time.Second))
-			after := <-done
-			if after == nil {
-				t.FailNow()
+			<-ended
+			if bgErr != nil {
+				t.Fatal(bgErr)
 			}
-			want = sortedCopy(append(want, after...))
+			want = sortedCopy(want)
 			st, err := srv.QueueStats(arn)
 			if err != nil {
 				t.Fatal(err)

@@ -23,6 +23,15 @@ import (
 // their data.
 func putQueueRecords(t *testing.T, srv *kinesistest.Server, prefix string, n int) []string {
 	t.Helper()
+	out, err := putQueueData(srv, prefix, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// putQueueData is putQueueRecords for a goroutine beside the test: it returns the error.
+func putQueueData(srv *kinesistest.Server, prefix string, n int) ([]string, error) {
 	in := &kinesis.PutRecordsInput{StreamName: aws.String("s")}
 	var out []string
 	for i := range n {
@@ -32,9 +41,9 @@ func putQueueRecords(t *testing.T, srv *kinesistest.Server, prefix string, n int
 	}
 	res, err := srv.Client().PutRecords(context.Background(), in)
 	if err != nil || aws.ToInt32(res.FailedRecordCount) != 0 {
-		t.Fatalf("PutRecords: %v %+v", err, res)
+		return nil, fmt.Errorf("PutRecords: %v %+v", err, res)
 	}
-	return out
+	return out, nil
 }
 
 // inBackground runs f beside the pipeline and returns a channel with its error.
