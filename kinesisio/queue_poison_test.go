@@ -1,6 +1,7 @@
 package kinesisio
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -94,7 +95,15 @@ func TestReadQueuePoisonRecordsReachTheDeadLetters(t *testing.T) {
 		if log, err := os.ReadFile(child.Log); err != nil || !strings.Contains(string(log), "fails every time") {
 			t.Fatalf("failing job %d failed, not on a poison record (%v); its log is in %s", run, err, child.Log)
 		}
-		// The failed job's receives die with it: let what it held come back now.
+		// The failed job's receives die with it: let what it held come back now, once the
+		// server has seen its long polls go (a poll it has not yet seen closed would take
+		// the records back into a dead connection, and the next job would find none).
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		err = srv.WaitQueue(ctx, arn, func(st kinesistest.QueueStats) bool { return st.Polling == 0 })
+		cancel()
+		if err != nil {
+			t.Fatalf("the failed job %d's long polls are still open on the server: %v", run, err)
+		}
 		if _, err := srv.ExpireQueueInFlight(arn); err != nil {
 			t.Fatal(err)
 		}
