@@ -106,6 +106,14 @@ func (e *Events) KillQueueJob(t testing.TB, child *childjob.Job, arn string, win
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A long poll of the killed job that the server has not yet seen closed would take what
+	// comes back into the dead connection: wait until the server saw them all go.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err = e.srv.WaitQueue(ctx, arn, func(st kinesistest.QueueStats) bool { return st.Polling == 0 })
+	cancel()
+	if err != nil {
+		t.Fatalf("the killed job's long polls are still open on the server: %v", err)
+	}
 	expired, err := e.srv.ExpireQueueInFlight(arn)
 	if err != nil {
 		t.Fatal(err)
