@@ -119,7 +119,10 @@ func TestParseRows(t *testing.T) {
 	if got, err := parseRows("16"); err != nil || len(got) != 1 || !got[queueRow] {
 		t.Errorf("parseRows(16) = %v, %v, want the queue row", got, err)
 	}
-	for _, bad := range []string{"11", "17"} { // 11 is a testing/REPORTS.md row from go test -bench
+	if got, err := parseRows("17"); err != nil || len(got) != 1 || !got[queueFlinkRow] {
+		t.Errorf("parseRows(17) = %v, %v, want the queue row on Flink", got, err)
+	}
+	for _, bad := range []string{"11", "18"} { // 11 is a testing/REPORTS.md row from go test -bench
 		if _, err := parseRows(bad); err == nil {
 			t.Errorf("parseRows(%s) accepted", bad)
 		}
