@@ -75,6 +75,7 @@ func (c *poolCache) get(ctx context.Context, spec queueSpec) (*pooled, error) {
 		ProcessingTimeout: spec.ProcessingTimeout,
 		Wait:              spec.Wait,
 		MaxBuffered:       poolBuffer(spec),
+		IdleStop:          poolIdleStop(spec),
 		Policy:            spec.Retry.policy(),
 	})
 	p := &pooled{pool: pool, settler: pool.Settler(), slots: map[int64]bool{}, calls: map[int64][]slotCall{}}
@@ -88,6 +89,16 @@ func (c *poolCache) get(ctx context.Context, spec queueSpec) (*pooled, error) {
 // receivers keep receiving between the calls instead of pausing after two receives each.
 func poolBuffer(spec queueSpec) int {
 	return max(spec.Receivers*queue.MaxBatch*2, spec.MaxRecordsPerCall)
+}
+
+// poolIdleStop is how long a pool receives with no slot taking from it before it stops
+// and lets go of what it buffered: long beside a runner's pause between two calls of a
+// worker's slots (tens of milliseconds; seconds under load), short beside the processing
+// timeout for which the records of a job that ended in a process that lives on (a job run
+// in-process, or in a LOOPBACK worker) would otherwise stay invisible. A stop too early
+// costs nothing but a restart of the receives: the next call starts the pool again.
+func poolIdleStop(spec queueSpec) time.Duration {
+	return max(30*time.Second, 10*spec.MaxCallTime)
 }
 
 // join records that slot reads from the pool in this process.

@@ -35,6 +35,11 @@ type Config struct {
 	// Policy is the backoff of failed calls; its Retries bound the retries of a settle
 	// call (receives retry for as long as the pool runs).
 	Policy backoff.Policy
+	// IdleStop, when positive, stops the pool as Stop does once no Take came for that
+	// long: the receivers of a read that went away (a job ended in a process that lives
+	// on) must not go on receiving records nobody takes and keeping them invisible. A
+	// later Take starts the pool again.
+	IdleStop time.Duration
 	// Logf reports what a user should see once (nil: the log package).
 	Logf func(string, ...any)
 }
@@ -67,6 +72,9 @@ type Pool struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	running bool
+	// lastTake is when a Take last returned; taking, how many run now (IdleStop).
+	lastTake time.Time
+	taking   int
 	// holding says the Holder's loop runs: from the first start until the receivers stopped
 	// and the Holder holds nothing.
 	holding bool
@@ -135,6 +143,27 @@ func (p *Pool) startLocked() {
 		wg.Wait()
 		close(done)
 	}()
+	if p.cfg.IdleStop > 0 {
+		p.lastTake = time.Now()
+		go p.stopWhenIdle(ctx)
+	}
+}
+
+// stopWhenIdle stops the pool once no Take ran for IdleStop, or returns when the pool
+// stops otherwise (ctx).
+func (p *Pool) stopWhenIdle(ctx context.Context) {
+	tick := time.NewTicker(max(p.cfg.IdleStop/4, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if p.stop(context.Background(), true) {
+			return
+		}
+	}
 }
 
 // idle says the receivers stopped and the Holder holds nothing: its loop may end. It ends
@@ -154,6 +183,15 @@ func (p *Pool) idle() bool {
 func (p *Pool) Take(ctx context.Context, max int, wait time.Duration) ([]Record, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	p.mu.Lock()
+	p.taking++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.taking--
+		p.lastTake = time.Now()
+		p.mu.Unlock()
+	}()
 	for {
 		p.mu.Lock()
 		p.startLocked()
@@ -188,11 +226,19 @@ func (p *Pool) Take(ctx context.Context, max int, wait time.Duration) ([]Record,
 // It waits for the receives under way, up to the long poll. Records taken and not settled
 // stay held: the Holder extends them until they are settled, dropped or past the processing
 // timeout, and then its loop ends. A later Take starts the pool again.
-func (p *Pool) Stop(ctx context.Context) {
+func (p *Pool) Stop(ctx context.Context) { p.stop(ctx, false) }
+
+// stop stops the pool if it runs and, with idle, only if no Take ran for IdleStop. It
+// reports whether the pool is stopped.
+func (p *Pool) stop(ctx context.Context, idle bool) bool {
 	p.mu.Lock()
 	if !p.running {
 		p.mu.Unlock()
-		return
+		return true
+	}
+	if idle && (p.taking > 0 || time.Since(p.lastTake) < p.cfg.IdleStop) {
+		p.mu.Unlock()
+		return false
 	}
 	cancel, done := p.cancel, p.done
 	p.running = false
@@ -213,6 +259,7 @@ func (p *Pool) Stop(ctx context.Context) {
 		// Best effort: a release that fails leaves the records to their visibility timeout.
 		_, _ = p.settler.Extend(ctx, entries, 0)
 	}
+	return true
 }
 
 // receive is one receiver's loop.

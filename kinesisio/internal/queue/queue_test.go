@@ -275,3 +275,29 @@ func TestPoolStopReleasesBufferedRecords(t *testing.T) {
 		t.Fatalf("after Stop: %+v", st)
 	}
 }
+
+func TestPoolStopsWhenNothingTakesFromIt(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{})
+	want := e.put(40)
+	p := e.pool(queue.Config{Receivers: 2, MaxBuffered: 40, IdleStop: 300 * time.Millisecond})
+	first, err := p.Take(e.ctx, 1, 5*time.Second)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Take: %v %v", first, err)
+	}
+	// Nothing takes again: the pool stops its long polls and lets go of what it buffered;
+	// the record taken stays in flight, held.
+	idle := func(st kinesistest.QueueStats) bool {
+		return st.Polling == 0 && st.Visible == len(want)-1 && st.InFlight == 1
+	}
+	if err := e.srv.WaitQueue(e.ctx, e.arn, idle); err != nil {
+		t.Fatalf("the idle pool: %v (%+v)", err, e.stats())
+	}
+	if n := p.Buffered(); n != 0 {
+		t.Fatalf("the idle pool buffers %d records; want 0", n)
+	}
+	// A Take starts it again, and every record is taken once.
+	got := append(first, e.takeAll(p, len(want)-1)...)
+	if d := datas(got); !slices.Equal(d, want) {
+		t.Fatalf("taken %v; want %v", d, want)
+	}
+}
