@@ -19,7 +19,9 @@ import (
 type Config struct {
 	QueueARN string
 	Side     Side
-	// Receivers is how many receives the pool keeps going at once.
+	// Receivers is how many receives the pool keeps going at once for each call that
+	// takes from it at once (Call): a worker that runs more of the read's calls at once
+	// receives for each of them.
 	Receivers int
 	// Visibility is the visibility timeout each receive asks for, and what an extension
 	// sets.
@@ -30,8 +32,10 @@ type Config struct {
 	// Wait is the long poll of a receive (at most MaxWait).
 	Wait time.Duration
 	// MaxBuffered is how many received records the pool buffers before its receivers
-	// pause.
-	MaxBuffered int
+	// pause, and MaxBufferedBytes how many bytes of their data (0: no bound); a pool
+	// with nothing buffered always receives.
+	MaxBuffered      int
+	MaxBufferedBytes int64
 	// Policy is the backoff of failed calls; its Retries bound the retries of a settle
 	// call (receives retry for as long as the pool runs).
 	Policy backoff.Policy
@@ -53,8 +57,8 @@ const emptyReceiveGap = time.Second
 // gives up on it.
 const receiveMargin = 10 * time.Second
 
-// Pool is a queue's receivers in one process: Receivers goroutines long-poll the queue
-// into a buffer that Take drains. Every record the pool received is held (its visibility
+// Pool is a queue's receivers in one process: Receivers goroutines for each call that takes
+// from it at once (Call) long-poll the queue into a buffer that Take drains. Every record the pool received is held (its visibility
 // extended by the pool's Holder) from its receive until the caller settles it, or drops it
 // from the Holder (another step holds it), or the processing timeout passes. Buffered
 // records not taken when the pool stops are released at once (visibility 0).
@@ -64,14 +68,22 @@ type Pool struct {
 	settler *Settler
 	holder  *Holder
 
-	mu      sync.Mutex
-	buf     []Record
-	ready   chan struct{} // closed and replaced when records arrive
-	space   chan struct{} // closed and replaced when Take makes room
-	err     error         // a fatal receive error, for the next Take
-	cancel  context.CancelFunc
-	done    chan struct{}
-	running bool
+	mu       sync.Mutex
+	buf      []Record
+	bufBytes int64
+	ready    chan struct{} // closed and replaced when records arrive
+	space    chan struct{} // closed and replaced when Take makes room
+	err      error         // a fatal receive error, for the next Take
+	cancel   context.CancelFunc
+	runCtx   context.Context
+	done     chan struct{}
+	running  bool
+	// wg counts the receivers of the run (started, how many there are).
+	wg      *sync.WaitGroup
+	started int
+	// calls is how many calls take from the pool now; peakCalls, the most at once since
+	// the pool started.
+	calls, peakCalls int
 	// lastTake is when a Take last returned; taking, how many run now (IdleStop).
 	lastTake time.Time
 	taking   int
@@ -123,14 +135,10 @@ func (p *Pool) startLocked() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done, p.running = cancel, make(chan struct{}), true
-	var wg sync.WaitGroup
-	for range p.cfg.Receivers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.receive(ctx)
-		}()
-	}
+	wg := &sync.WaitGroup{}
+	p.wg, p.started, p.runCtx = wg, 0, ctx
+	p.peakCalls = max(p.calls, 1)
+	p.addReceiversLocked()
 	// Stop cancels ctx; a receive under way is not cancelled with it, since the service
 	// may deliver records to a receive whose caller went away: they would stay invisible
 	// for their visibility timeout. Stop waits for it instead, and releases what it got.
@@ -143,10 +151,56 @@ func (p *Pool) startLocked() {
 		wg.Wait()
 		close(done)
 	}()
+	// The receivers above keep wg above 0 until ctx is cancelled, and receivers are added
+	// only while the pool runs, so no Add races the Wait.
 	if p.cfg.IdleStop > 0 {
 		p.lastTake = time.Now()
 		go p.stopWhenIdle(ctx)
 	}
+}
+
+// addReceiversLocked starts receivers up to Receivers for each of the most calls that
+// took from the pool at once. The caller holds p.mu, and the pool runs.
+func (p *Pool) addReceiversLocked() {
+	ctx := p.runCtx
+	for ; p.started < p.cfg.Receivers*p.peakCalls; p.started++ {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.receive(ctx)
+		}()
+	}
+}
+
+// Call says that a call begins to take from the pool, and returns what says it ended. The
+// pool keeps Receivers receives going for each call that runs at once: a worker that runs
+// more of a read's calls at once (a runner's tasks sharing one worker process) receives
+// for each of them. It does not shrink while the pool runs.
+func (p *Pool) Call() (end func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	if p.calls > p.peakCalls {
+		p.peakCalls = p.calls
+		if p.running {
+			p.addReceiversLocked()
+		}
+	}
+	return func() {
+		p.mu.Lock()
+		p.calls--
+		p.mu.Unlock()
+	}
+}
+
+// Receivers is how many receivers the pool runs (0 when it is stopped).
+func (p *Pool) Receivers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		return 0
+	}
+	return p.started
 }
 
 // stopWhenIdle stops the pool once no Take ran for IdleStop, or returns when the pool
@@ -204,6 +258,9 @@ func (p *Pool) Take(ctx context.Context, max int, wait time.Duration) ([]Record,
 			n := min(max, len(p.buf))
 			out := make([]Record, n)
 			copy(out, p.buf)
+			for _, r := range out {
+				p.bufBytes -= int64(len(r.Data))
+			}
 			p.buf = append(p.buf[:0], p.buf[n:]...)
 			close(p.space)
 			p.space = make(chan struct{})
@@ -247,7 +304,7 @@ func (p *Pool) stop(ctx context.Context, idle bool) bool {
 	<-done
 	p.mu.Lock()
 	buf := p.buf
-	p.buf = nil
+	p.buf, p.bufBytes = nil, 0
 	p.mu.Unlock()
 	entries := make([]Entry, len(buf))
 	handles := make([]string, len(buf))
@@ -267,7 +324,8 @@ func (p *Pool) receive(ctx context.Context) {
 	attempt := 0
 	for ctx.Err() == nil {
 		p.mu.Lock()
-		full := len(p.buf) >= p.cfg.MaxBuffered
+		full := len(p.buf) >= p.cfg.MaxBuffered ||
+			(p.cfg.MaxBufferedBytes > 0 && len(p.buf) > 0 && p.bufBytes >= p.cfg.MaxBufferedBytes)
 		space := p.space
 		p.mu.Unlock()
 		if full {
@@ -318,6 +376,7 @@ func (p *Pool) receive(ctx context.Context) {
 		p.settler.stats.update(func(s *Stats) { s.Receives++; s.Records += int64(len(out)); s.Bytes += bytes })
 		p.mu.Lock()
 		p.buf = append(p.buf, out...)
+		p.bufBytes += bytes
 		close(p.ready)
 		p.ready = make(chan struct{})
 		p.mu.Unlock()

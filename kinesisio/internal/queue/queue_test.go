@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,5 +300,133 @@ func TestPoolStopsWhenNothingTakesFromIt(t *testing.T) {
 	got := append(first, e.takeAll(p, len(want)-1)...)
 	if d := datas(got); !slices.Equal(d, want) {
 		t.Fatalf("taken %v; want %v", d, want)
+	}
+}
+
+func TestPoolReceivesForEachCallAtOnce(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{})
+	p := e.pool(queue.Config{Receivers: 2})
+	polling := func(n int) {
+		t.Helper()
+		if err := e.srv.WaitQueue(e.ctx, e.arn, func(st kinesistest.QueueStats) bool { return st.Polling == n }); err != nil {
+			t.Fatalf("waiting for %d long polls: %v (%+v)", n, err, e.stats())
+		}
+		if got := p.Receivers(); got != n {
+			t.Fatalf("%d receivers; want %d", got, n)
+		}
+	}
+	end1 := p.Call()
+	if recs, err := p.Take(e.ctx, 10, 0); err != nil || len(recs) != 0 {
+		t.Fatalf("Take of an empty queue: %v, %v", recs, err)
+	}
+	polling(2)
+	end2 := p.Call()
+	polling(4)
+	// A third call after one ended runs beside one other: still two at once.
+	end1()
+	end3 := p.Call()
+	polling(4)
+	end2()
+	end3()
+	// Stopped and started again by a single call, the pool receives for one.
+	p.Stop(e.ctx)
+	defer p.Call()()
+	if _, err := p.Take(e.ctx, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	polling(2)
+}
+
+// receiveProbe calls before ahead of each ReceiveQueueRecords of the real client.
+type receiveProbe struct {
+	queue.API
+	before func()
+}
+
+func (r receiveProbe) ReceiveQueueRecords(ctx context.Context, in *kinesis.ReceiveQueueRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.ReceiveQueueRecordsOutput, error) {
+	r.before()
+	return r.API.ReceiveQueueRecords(ctx, in, opts...)
+}
+
+func TestPoolBuffersUpToItsBytes(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{})
+	want := e.put(100)
+	// Any record buffered fills a byte bound of 1: the receiver receives only into an empty
+	// buffer, though the bound in records is far.
+	var (
+		p        *queue.Pool
+		mu       sync.Mutex
+		buffered []int
+	)
+	probe := receiveProbe{API: e.kc, before: func() {
+		mu.Lock()
+		defer mu.Unlock()
+		buffered = append(buffered, p.Buffered())
+	}}
+	p = queue.NewPool(probe, queue.Config{QueueARN: e.arn, Receivers: 1, MaxBuffered: 1000, MaxBufferedBytes: 1,
+		Visibility: 30 * time.Second, ProcessingTimeout: time.Minute, Wait: time.Second, Policy: fast, Logf: t.Logf})
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	var got []queue.Record
+	for len(got) < len(want) {
+		recs, err := p.Take(e.ctx, 1, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, recs...)
+	}
+	if d := datas(got); !slices.Equal(d, want) {
+		t.Fatalf("taken %v; want %v", d, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, n := range buffered {
+		if n != 0 {
+			t.Fatalf("receive %d began with %d records buffered; want 0 (records buffered at each receive: %v)", i+1, n, buffered)
+		}
+	}
+	if len(buffered) < 10 {
+		t.Fatalf("%d receives; want at least 10 for 100 records", len(buffered))
+	}
+}
+
+// ackBarrier holds each AcknowledgeQueueRecords of the real client until want of them are
+// under way at once.
+type ackBarrier struct {
+	queue.API
+	want    int
+	mu      sync.Mutex
+	waiting int
+	all     chan struct{}
+}
+
+func (b *ackBarrier) AcknowledgeQueueRecords(ctx context.Context, in *kinesis.AcknowledgeQueueRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.AcknowledgeQueueRecordsOutput, error) {
+	b.mu.Lock()
+	b.waiting++
+	if b.waiting == b.want {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.all:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return b.API.AcknowledgeQueueRecords(ctx, in, opts...)
+}
+
+func TestSettlerAcknowledgesBatchesAtOnce(t *testing.T) {
+	e := newEnv(t, kinesistest.QueueConfig{})
+	want := e.put(100)
+	p := e.pool(queue.Config{Receivers: 2})
+	got := e.takeAll(p, len(want))
+	// 100 entries are 10 calls, all under way at once, or the barrier never opens.
+	barrier := &ackBarrier{API: e.kc, want: 10, all: make(chan struct{})}
+	s := queue.NewSettler(barrier, e.arn, queue.Normal, fast, t.Logf)
+	done, err := s.Ack(e.ctx, entries(got))
+	if err != nil || len(done.Lost) != 0 || done.Stats.Acks != int64(len(want)) {
+		t.Fatalf("Ack: %+v, %v; want %d acknowledgements", done, err, len(want))
+	}
+	if st := e.stats(); st.Acked != int64(len(want)) || st.InFlight != 0 {
+		t.Fatalf("the queue: %+v; want every record acknowledged", st)
 	}
 }
