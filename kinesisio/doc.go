@@ -170,9 +170,10 @@
 // [ReadQueue] reads a Kinesis queue (a queue on an on-demand stream) by its ARN into
 // [QueueRecord]s. A queue has no shards: the read has [WithQueueSlots] slots (4) that the
 // runner spreads over its workers, and each worker keeps [WithQueueReceivers] (4)
-// long-polling receives going. A record is acknowledged once the runner committed the
-// bundle that emitted it, or, with [WithCommitAfterSinks] and [Commit.After] as above, once
-// the sinks' output watermark passed the end of its window: never before. Until then the
+// long-polling receives going for each slot it runs at once. A record is acknowledged
+// once the runner committed the bundle that emitted it, or, with [WithCommitAfterSinks]
+// and [Commit.After] as above, once the sinks' output watermark passed the end of its
+// window: never before. Until then the
 // worker that received it extends its visibility ahead of the deadline
 // ([WithQueueVisibility], 1 minute), for up to [WithQueueProcessingTimeout] (10 minutes;
 // make it longer than a held window plus its allowed lateness). A job that dies stops

@@ -26,7 +26,7 @@ func defaultQueueConfig() queueConfig {
 		slots: 4, receivers: 4,
 		visibility: time.Minute, timeout: 10 * time.Minute,
 		wait:       defaultQueueWait,
-		maxRecords: 1000, maxCallTime: time.Second,
+		maxRecords: 10000, maxCallTime: time.Second,
 	}
 }
 
@@ -60,7 +60,9 @@ func WithQueueSlots(n int) QueueOption {
 }
 
 // WithQueueReceivers sets how many long-polling receives each worker keeps going at once
-// (default 4; each returns up to 10 records).
+// for each of the read's calls it runs at once (default 4; each returns up to 10 records):
+// a worker whose runner runs two slots' calls at once (two tasks in one worker process)
+// keeps 8.
 func WithQueueReceivers(n int) QueueOption {
 	return queueOnly{option{name: "WithQueueReceivers", apply: func(c *config) error {
 		if n < 1 || n > 256 {
@@ -112,8 +114,11 @@ func WithQueueWait(d time.Duration) QueueOption {
 }
 
 // WithQueueMaxRecordsPerCall bounds the records one call of a slot emits before it
-// checkpoints (default 1000), and WithQueueMaxCallTime its time (default 1 s): together
-// they bound a bundle, and so how soon its records are acknowledged.
+// checkpoints (default 10,000), and WithQueueMaxCallTime its time (default 1 s): together
+// they bound a bundle, and so how soon its records are acknowledged. A call also ends once
+// its worker has received nothing for 20 ms, so a quiet queue's records are not held for
+// the bounds; a busy one's calls are long, since each costs the runner a resume (on Flink
+// about a bundle's time).
 func WithQueueMaxRecordsPerCall(n int) QueueOption {
 	return queueOnly{option{name: "WithQueueMaxRecordsPerCall", apply: func(c *config) error {
 		if n < 1 {

@@ -75,6 +75,7 @@ func (c *poolCache) get(ctx context.Context, spec queueSpec) (*pooled, error) {
 		ProcessingTimeout: spec.ProcessingTimeout,
 		Wait:              spec.Wait,
 		MaxBuffered:       poolBuffer(spec),
+		MaxBufferedBytes:  poolBufferBytes,
 		IdleStop:          poolIdleStop(spec),
 		Policy:            spec.Retry.policy(),
 	})
@@ -100,6 +101,10 @@ func poolBuffer(spec queueSpec) int {
 func poolIdleStop(spec queueSpec) time.Duration {
 	return max(30*time.Second, 10*spec.MaxCallTime)
 }
+
+// poolBufferBytes bounds the data a pool buffers, whatever the records' size: a call's
+// 10,000 records of 1 MiB would be 10 GiB.
+const poolBufferBytes = 64 << 20
 
 // join records that slot reads from the pool in this process.
 func (c *poolCache) join(spec queueSpec, slot int64) {

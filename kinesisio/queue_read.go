@@ -158,6 +158,7 @@ func (fn *queueReadFn) ProcessElement(ctx context.Context, we *watermarkEstimato
 		return nil, err
 	}
 	pools.join(fn.Spec, slot)
+	defer p.pool.Call()()
 	if n := pools.rewind(ctx, p, slot, pos); n > 0 {
 		log.Infof(ctx, "%s: slot %d went back to call %d (the runner restored a checkpoint): %d records it emitted since were let go to the queue, to be delivered again", fn.Spec.transform(), slot, pos, n)
 	}
@@ -170,7 +171,7 @@ func (fn *queueReadFn) ProcessElement(ctx context.Context, we *watermarkEstimato
 			break
 		}
 		if n > 0 {
-			wait = 0
+			wait = min(wait, callLinger)
 		}
 		recs, err := p.pool.Take(ctx, fn.Spec.MaxRecordsPerCall-n, wait)
 		if err != nil {
@@ -209,6 +210,14 @@ func (fn *queueReadFn) ProcessElement(ctx context.Context, we *watermarkEstimato
 	}
 	return sdf.ResumeProcessingIn(0), nil
 }
+
+// callLinger is how long a call that emitted records waits for more before it ends: the
+// receivers' answers come some milliseconds apart, and a call that ended whenever the
+// buffer was empty for a moment paid the runner's resume (on Flink about 120 ms, a
+// bundle's time) every few hundred records (bench row 17: 0.30× of the SDK's loop at
+// parallelism 1, 0.93× with the linger and 10,000 records a call). A record waits at
+// most MaxCallTime in its call either way.
+const callLinger = 20 * time.Millisecond
 
 func (fn *queueReadFn) emitToken(emit func(beam.EventTime, queueToken), tok queueToken) {
 	if len(tok.Handles) > 0 {
