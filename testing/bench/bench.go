@@ -95,6 +95,9 @@ type Config struct {
 	// FlinkREST is the REST API of the cluster behind the job server, where rows 12 to 14
 	// run Flink's own Kinesis consumer.
 	FlinkREST string
+	// QueueLatency is added to every queue call the server of rows 16 and 17 answers, as
+	// a network and the service add it: the receives then take time, not CPU.
+	QueueLatency time.Duration
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 }

@@ -32,6 +32,7 @@ func main() {
 	heapprofile := flag.String("heapprofile", "", "write a heap profile taken at each pipeline's live heap peak to this path plus \".<pipeline>\"")
 	verbose := flag.Bool("v", true, "log progress to stderr")
 	onFlink := flag.Bool("flink", false, "also run rows 10, 12..15 and 17 on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT or --endpoint and its cluster at $BEAMKINESIS_FLINK_REST (testing/flink/flink.sh start)")
+	queueLatency := flag.Duration("queue_latency", 0, "rows 16 and 17: add this to every queue call the server answers (e.g. 20ms, a network's and the service's time), so that receives wait instead of taking CPU")
 	anchors := flag.Bool("anchors", false, "compare with Beam Java KinesisIO instead (testing/anchors; needs java and mvn)")
 	flag.Parse()
 	beam.Init()
@@ -55,6 +56,7 @@ func main() {
 	if *records > 0 {
 		cfg.Records = *records
 	}
+	cfg.QueueLatency = *queueLatency
 	sel, err := parseRows(*rows)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

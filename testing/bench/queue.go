@@ -60,15 +60,42 @@ func (f *countQueueFn) ProcessElement(_ kinesisio.QueueRecord, _ func(int)) {
 
 func (f *countQueueFn) FinishBundle(emit func(int)) { emit(f.n) }
 
+// queueDefaults is what the notes of rows 16 and 17 say of the read's configuration.
+const queueDefaults = "ReadQueue's defaults (4 slots, 4 receivers for each slot a worker runs at once, calls of up to 10,000 records or 1 s that end after 20 ms without a record)"
+
+// queueOperations are the server's queue operations that --queue_latency slows.
+var queueOperations = []string{"ReceiveQueueRecords", "AcknowledgeQueueRecords", "UpdateQueueRecordsVisibility"}
+
+// queueServer starts the server of rows 16 and 17, with QueueLatency added to its queue
+// calls.
+func (b *Bench) queueServer() (*kinesistest.Server, error) {
+	srv, err := kinesistest.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the Kinesis server: %w", err)
+	}
+	if b.cfg.QueueLatency > 0 {
+		srv.SetFaults(kinesistest.Faults{Latency: b.cfg.QueueLatency, Operations: queueOperations})
+	}
+	return srv, nil
+}
+
+// queueLatencyNote is what the notes of rows 16 and 17 say of --queue_latency.
+func (b *Bench) queueLatencyNote() string {
+	if b.cfg.QueueLatency == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; every queue call answered %v late (--queue_latency)", b.cfg.QueueLatency)
+}
+
 // rowQueue is row 16: the same records, in two queues of one ON_DEMAND stream, received and
 // acknowledged by ReadQueue on Prism (its defaults, the long poll aside) and by
 // queueBaselineReceivers goroutines of ReceiveQueueRecords (10 records) then
 // AcknowledgeQueueRecords of what they got, on the same server in one run. Each side must
 // acknowledge every record exactly once.
 func (b *Bench) rowQueue(ctx context.Context) (Row, error) {
-	srv, err := kinesistest.Start()
+	srv, err := b.queueServer()
 	if err != nil {
-		return Row{}, fmt.Errorf("starting the Kinesis server: %w", err)
+		return Row{}, err
 	}
 	defer srv.Close()
 	n := b.cfg.queueRecords()
@@ -130,8 +157,8 @@ func (b *Bench) rowQueue(ctx context.Context) (Row, error) {
 		Baseline: fmt.Sprintf("%s (%d goroutines of ReceiveQueueRecords + AcknowledgeQueueRecords)", rate(baseRate, "rec/s"), queueBaselineReceivers),
 		Ratio:    steadyRate / baseRate,
 		Target:   "≥ 0.8× (steady)",
-		Notes: fmt.Sprintf("ReadQueue's defaults (4 slots, 4 receivers a worker, 1 s calls); %d records received (redeliveries included), %d empty receives; every record acknowledged once on both sides (exact). Ack lag (receive response → acknowledgement response, per record, two more reads of the same records through a recording proxy): %s; WithCommitAfterSinks, 1 s fixed windows counted: %s",
-			st.Received, st.EmptyReceives, lag, lagSinks),
+		Notes: fmt.Sprintf("%s; %d records received (redeliveries included), %d empty receives; every record acknowledged once on both sides (exact). Ack lag (receive response → acknowledgement response, per record, two more reads of the same records through a recording proxy): %s; WithCommitAfterSinks, 1 s fixed windows counted: %s%s",
+			queueDefaults, st.Received, st.EmptyReceives, lag, lagSinks, b.queueLatencyNote()),
 		Rate:   steadyRate,
 		Counts: map[string]int64{"readqueue_records": read, "readqueue_acked": st.Acked, "sdk_records": got},
 	}, nil

@@ -24,15 +24,16 @@ const queueFlinkRow = 17
 // queueBaselineReceivers goroutines of the plain SDK (row 16's loop), on the same server in
 // one run. The three alternate, twice each, and the better run of each counts. Each run
 // must acknowledge every record exactly once. The read's DoFns run in this process
-// (LOOPBACK) at either parallelism, so its receiver pool, one per read and process, keeps
-// its 4 receives going whatever the parallelism; the notes of 17b give the speed-up.
+// (LOOPBACK) at either parallelism, so its receiver pool is one per read, and keeps 4
+// receives going for each of the calls that run at once: 8 at parallelism 2. The notes of
+// 17b give the speed-up.
 func (b *Bench) rowsQueueFlink(ctx context.Context) ([]Row, error) {
 	if b.cfg.FlinkEndpoint == "" || b.cfg.FlinkREST == "" {
 		return nil, fmt.Errorf("row %d needs the Flink job server and cluster: --flink with $BEAMKINESIS_FLINK_ENDPOINT and $BEAMKINESIS_FLINK_REST (testing/flink/flink.sh start prints them)", queueFlinkRow)
 	}
-	srv, err := kinesistest.Start()
+	srv, err := b.queueServer()
 	if err != nil {
-		return nil, fmt.Errorf("starting the Kinesis server: %w", err)
+		return nil, err
 	}
 	defer srv.Close()
 	n := b.cfg.queueRecords()
@@ -103,8 +104,8 @@ func (b *Bench) rowsQueueFlink(ctx context.Context) ([]Row, error) {
 			Baseline: fmt.Sprintf("%s (%d goroutines of ReceiveQueueRecords + AcknowledgeQueueRecords)", rate(baseRate, "rec/s"), queueBaselineReceivers),
 			Ratio:    r.steadyRate() / baseRate,
 			Target:   "≥ 0.8× (steady)",
-			Notes: fmt.Sprintf("ReadQueue's defaults (4 slots, 4 receivers a worker process, 1 s calls); %d records received (redeliveries included); every record acknowledged once on both sides (exact); better of 2 runs each, alternating%s",
-				recv[i], notes),
+			Notes: fmt.Sprintf("%s; %d records received (redeliveries included); every record acknowledged once on both sides (exact); better of 2 runs each, alternating%s%s",
+				queueDefaults, recv[i], b.queueLatencyNote(), notes),
 			Rate:   r.steadyRate(),
 			Counts: map[string]int64{"readqueue_records": r.Records, "sdk_records": int64(n)},
 		}
