@@ -58,10 +58,11 @@ const emptyReceiveGap = time.Second
 const receiveMargin = 10 * time.Second
 
 // Pool is a queue's receivers in one process: Receivers goroutines for each call that takes
-// from it at once (Call) long-poll the queue into a buffer that Take drains. Every record the pool received is held (its visibility
-// extended by the pool's Holder) from its receive until the caller settles it, or drops it
-// from the Holder (another step holds it), or the processing timeout passes. Buffered
-// records not taken when the pool stops are released at once (visibility 0).
+// from it at once (Call) long-poll the queue into a buffer that Take drains. Every record
+// the pool received is held (its visibility extended by the pool's Holder) from its receive
+// until the caller settles it, or drops it from the Holder (another step holds it), or the
+// processing timeout passes. Buffered records not taken when the pool stops are released at
+// once (visibility 0).
 type Pool struct {
 	api     API
 	cfg     Config
