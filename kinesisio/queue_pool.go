@@ -151,16 +151,7 @@ func (c *poolCache) rewind(ctx context.Context, p *pooled, slot, pos int64) int 
 	for _, call := range lost {
 		release = append(release, p.pool.Holder().Holding(call.entries)...)
 	}
-	if len(release) == 0 {
-		return 0
-	}
-	handles := make([]string, len(release))
-	for i, e := range release {
-		handles[i] = e.Handle
-	}
-	p.pool.Holder().Drop(handles)
-	// Best effort: a release that fails leaves the records to their visibility timeout.
-	_, _ = p.settler.Extend(ctx, release, 0)
+	p.pool.Release(ctx, release)
 	return len(release)
 }
 

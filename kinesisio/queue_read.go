@@ -284,7 +284,7 @@ type queueAckFn struct {
 }
 
 // ProcessElement adds tok's handles to the bundle's. It emits nothing: the output only
-// keeps Prism from polling the step (outputAckStep).
+// keeps Prism from polling the step (ackStep).
 func (fn *queueAckFn) ProcessElement(_ context.Context, tok queueToken, _ func(int64)) error {
 	fn.pending = append(fn.pending, tok.entries()...)
 	return nil

@@ -308,16 +308,26 @@ func (p *Pool) stop(ctx context.Context, idle bool) bool {
 	p.buf, p.bufBytes = nil, 0
 	p.mu.Unlock()
 	entries := make([]Entry, len(buf))
-	handles := make([]string, len(buf))
 	for i, r := range buf {
-		entries[i], handles[i] = Entry{Handle: r.Handle, Received: r.Received}, r.Handle
+		entries[i] = Entry{Handle: r.Handle, Received: r.Received}
+	}
+	p.Release(ctx, entries)
+	return true
+}
+
+// Release lets entries go back to the queue at once: the Holder stops extending them and
+// their visibility is set to 0, so that they are delivered again. Best effort: a release
+// that fails leaves the records to their visibility timeout.
+func (p *Pool) Release(ctx context.Context, entries []Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	handles := make([]string, len(entries))
+	for i, e := range entries {
+		handles[i] = e.Handle
 	}
 	p.holder.Drop(handles)
-	if len(entries) > 0 {
-		// Best effort: a release that fails leaves the records to their visibility timeout.
-		_, _ = p.settler.Extend(ctx, entries, 0)
-	}
-	return true
+	_, _ = p.settler.Extend(ctx, entries, 0)
 }
 
 // receive is one receiver's loop.
