@@ -14,14 +14,15 @@ import (
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 )
 
-// poller is the fetcher that polls GetRecords. While the loop emits one response, the next
-// one is already being fetched, so the reader keeps up with a plain GetRecords loop. A
-// call that checkpoints leaves its shard iterator in the worker's memo (worker_state.go)
-// for the call that resumes at exactly that position.
+// poller is the fetcher that polls GetRecords. Its fetches go through the shard's
+// read-ahead entry (read_ahead.go): while the loop emits one answer the next is already being
+// fetched, so the reader keeps up with a plain GetRecords loop, and with read-ahead the
+// shard goes on fetching after the call checkpoints, for the call that resumes at exactly
+// its residual's start.
 //
 // After an answer larger than a shard's read rate allows in a second (large records), the
 // service refuses the shard's reads until the rate has paid for it: 5 seconds after a
-// 10 MiB answer. The poller waits that long after the answer arrived before it reads again
+// 10 MiB answer. The entry waits that long after the answer arrived before it reads again
 // instead of meeting the refusals (largeAnswerWait). It counts from the arrival, not from
 // the call: the service starts the refusal when it answers, which is later than the call by
 // the request's latency.
@@ -32,22 +33,18 @@ type poller struct {
 
 	// start is where the shard is opened: the call's start, or the trim horizon after data
 	// loss (checkStart).
-	start    shardRestriction
-	opened   bool
-	iterator string
+	start  shardRestriction
+	opened bool
+	// e is the shard's read-ahead entry, held by this call.
+	e *aheadEntry
 	// reopened and skip are for the next batch (fetched): the iterator was opened anew, and
 	// the records up to skip were claimed before it.
 	reopened bool
 	skip     *recordPosition
-	// ahead is the response being fetched ahead, if any; lastCall is when the last
-	// GetRecords was sent.
-	ahead       chan fetchResult
-	cancelAhead context.CancelFunc
-	lastCall    time.Time
-	// nextIterator is the NextShardIterator of the last response returned.
-	nextIterator *string
-	// readyAt is when the shard may be read again after a large answer.
-	readyAt time.Time
+	// last is the page returned last; inside the rest of it when the call stopped inside it.
+	last   aheadPage
+	inside *aheadPage
+	parked bool
 }
 
 // shardReadBytesPerSecond is a shard's read rate, shared by its polling consumers.
@@ -74,7 +71,7 @@ func answerBytes(records []types.Record) int64 {
 }
 
 func (r *shardReader) newPoller(st *readState, key shardKey) *poller {
-	return &poller{r: r, st: st, key: key, start: st.rest, cancelAhead: func() {}}
+	return &poller{r: r, st: st, key: key, start: st.rest}
 }
 
 // fetchResult is one GetRecords call, with its retries: when it was sent and when its
@@ -83,14 +80,6 @@ type fetchResult struct {
 	sent, received time.Time
 	out            *kinesis.GetRecordsOutput
 	err            error
-}
-
-// fetch calls GetRecords with iterator. It is safe to run on another goroutine.
-func (p *poller) fetch(ctx context.Context, iterator string) fetchResult {
-	f := fetchResult{sent: time.Now()}
-	f.out, f.err = p.r.api.GetRecords(ctx, p.st.d, iterator, p.r.spec.MaxRecordsPerRead)
-	f.received = time.Now()
-	return f
 }
 
 func (p *poller) next(ctx context.Context) (fetched, error) {
@@ -102,22 +91,15 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 		}
 	}
 	for {
-		var f fetchResult
-		if p.ahead != nil {
-			f, p.ahead = <-p.ahead, nil
-		} else {
-			if wait := time.Until(p.readyAt); wait > 0 {
-				p.holdUntil(p.readyAt)
-				return pauseFor(wait), nil
-			}
-			if spec.IdleTimeBetweenReads > 0 && !p.lastCall.IsZero() {
-				if err := backoff.Sleep(ctx, time.Until(p.lastCall.Add(spec.IdleTimeBetweenReads))); err != nil {
-					return fetched{}, fmt.Errorf("kinesisio: reading %v: %w", st.d, err)
-				}
-			}
-			f = p.fetch(ctx, p.iterator)
+		pg, pause, err := readAhead.next(ctx, p.e, st.bounded)
+		if err != nil {
+			return fetched{}, fmt.Errorf("kinesisio: reading %v: %w", st.d, err)
 		}
-		p.lastCall = f.sent
+		if pause > 0 {
+			p.holdUntil(time.Now().Add(pause))
+			return pauseFor(pause), nil
+		}
+		f := pg.f
 		if f.err != nil {
 			var expired *types.ExpiredIteratorException
 			switch {
@@ -131,6 +113,7 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 				continue
 			case backoff.Classify(f.err) == backoff.Throttled:
 				log.Warnf(ctx, "kinesisio: %v still throttled after %d retries; waiting %v", st.d, p.r.retry.Retries, p.r.retry.Max)
+				readAhead.restart(p.e, pg.it)
 				p.holdUntil(time.Now().Add(p.r.retry.Max))
 				return pauseFor(p.r.retry.Max), nil
 			}
@@ -138,34 +121,44 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 		}
 		out := f.out
 		caughtUp := out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
-		large := largeAnswerWait(answerBytes(out.Records))
-		p.readyAt = f.received.Add(large)
-		if out.NextShardIterator != nil && !caughtUp && spec.IdleTimeBetweenReads == 0 && large == 0 &&
+		// Today's one-page prefetch: the next answer is asked for now unless the call reads
+		// at the tip, waits between reads or after a large answer, or ends after this one.
+		if out.NextShardIterator != nil && !caughtUp && spec.IdleTimeBetweenReads == 0 && largeAnswerWait(answerBytes(out.Records)) == 0 &&
 			(st.bounded || (st.emitted+int64(len(out.Records)) < spec.MaxRecordsPerFetch && !st.timeUp(spec.MaxFetchTime))) {
-			p.ahead = make(chan fetchResult, 1)
-			actx, cancel := context.WithCancel(ctx)
-			p.cancelAhead = cancel
-			go func(ch chan<- fetchResult, it string) { ch <- p.fetch(actx, it) }(p.ahead, aws.ToString(out.NextShardIterator))
+			readAhead.prefetch(p.e)
 		}
-		p.nextIterator = out.NextShardIterator
+		held, newest := readAhead.heldData(p.e)
+		lag := out.MillisBehindLatest
+		if held > 0 && newest != nil {
+			// The answers fetched ahead know more of the tip than this one.
+			lag = newest
+		}
+		p.last = pg
 		reopened, skip := p.reopened, p.skip
 		p.reopened, p.skip = false, nil
 		return fetched{
-			records:  out.Records,
+			records:  out.Records[pg.from:],
 			reopened: reopened,
 			skip:     skip,
+			counted:  pg.counted,
+			held:     held,
 			at:       f.sent,
-			tip:      tip{millisBehind: out.MillisBehindLatest, lagMs: out.MillisBehindLatest, caughtUp: caughtUp, caughtUpAt: f.sent},
+			tip:      tip{millisBehind: out.MillisBehindLatest, lagMs: lag, caughtUp: caughtUp, caughtUpAt: f.sent},
 			shardEnd: out.NextShardIterator == nil,
 		}, nil
 	}
 }
 
-func (p *poller) consumed(fetched) { p.iterator = aws.ToString(p.nextIterator) }
+func (p *poller) consumed(fetched) {}
 
-// stopInside drops the iterator: the response's next iterator is past the records not
-// emitted, so the call that resumes opens its own at the checkpoint.
-func (p *poller) stopInside(fetched, int) { p.iterator = "" }
+// stopInside keeps the records of the page from index n on for the call that resumes.
+func (p *poller) stopInside(_ fetched, n int) {
+	rest := p.last
+	rest.from += n
+	rest.counted = true
+	rest.data = dataBytes(rest.f.out.Records[rest.from:])
+	p.inside = &rest
+}
 
 // tipWait spreads the reads at the tip of the shard within its read budget: after records,
 // read again at once; after an empty answer, wait the poll interval; never more often than
@@ -193,20 +186,25 @@ func (p *poller) holdUntil(t time.Time) {
 }
 
 func (p *poller) park(start startKey) {
-	if p.iterator != "" {
-		memos.parkIterator(p.key, start, p.iterator, time.Now())
+	if p.e != nil {
+		p.parked = true
+		readAhead.park(p.e, start, p.inside)
 	}
 }
 
-func (p *poller) close() { p.cancelAhead() }
+func (p *poller) close() {
+	if p.e != nil && !p.parked {
+		readAhead.drop(p.e)
+	}
+}
 
 // open continues the iterator the last call on this worker left at exactly the call's
 // start, or gets one there, once the start is checked against the trim horizon
 // (checkStart).
 func (p *poller) open(ctx context.Context) error {
 	st := p.st
-	if it, ok := memos.takeIterator(p.key, st.rest.start(), time.Now()); ok {
-		p.iterator = it
+	if e, ok := readAhead.take(p.key, st.rest.start(), time.Now()); ok {
+		p.e = e
 		iteratorsReused.Inc(ctx, 1)
 		return nil
 	}
@@ -232,7 +230,8 @@ func (p *poller) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kinesisio: opening %v at %s: %w", st.d, p.start.startString(), err)
 	}
-	p.iterator, p.reopened, p.skip = it, true, p.start.skipThrough()
+	p.e = readAhead.owned(p.key, st.d, p.r, st.rest.start(), it)
+	p.reopened, p.skip = true, p.start.skipThrough()
 	if st.rest.Claimed == 0 && st.rest.VerifiedMs == 0 {
 		log.Infof(ctx, "kinesisio: opened %v at %s", st.d, st.rest.startString())
 	} else {
@@ -250,6 +249,7 @@ func (p *poller) renew(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kinesisio: renewing the iterator of %v at %s: %w", st.d, from.startString(), err)
 	}
-	p.iterator, p.reopened, p.skip = it, true, from.skipThrough()
+	readAhead.restart(p.e, it)
+	p.reopened, p.skip = true, from.skipThrough()
 	return nil
 }

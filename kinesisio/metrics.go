@@ -51,6 +51,19 @@ var (
 	checkpointsInsideAggregates = beam.NewCounter(metricsNamespace, "checkpoints_inside_aggregates")
 )
 
+// Read-ahead metrics (read_ahead.go), reported by the read's calls in the worker: pages
+// fetched while no call held their shard, pages (their calls and data bytes) dropped
+// because no call resumed where they start, entries dropped after readAheadIdleAge, and the
+// memory the read's entries hold.
+var (
+	readAheadPages        = beam.NewCounter(metricsNamespace, "readahead_pages")
+	readAheadDroppedPages = beam.NewCounter(metricsNamespace, "readahead_dropped_pages")
+	readAheadDroppedBytes = beam.NewCounter(metricsNamespace, "readahead_dropped_bytes")
+	readAheadDroppedCalls = beam.NewCounter(metricsNamespace, "readahead_dropped_calls")
+	readAheadExpired      = beam.NewCounter(metricsNamespace, "readahead_expired")
+	readAheadHeldBytes    = beam.NewGauge(metricsNamespace, "readahead_held_bytes")
+)
+
 // Write metrics, reported from the producer's statistics (writeFn.report).
 var (
 	writeUserRecords    = beam.NewCounter(writeNamespace, "user_records")

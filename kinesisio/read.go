@@ -8,6 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
 func init() {
@@ -144,16 +145,43 @@ func (fn *shardFn) SplitRestriction(_ shardDescriptor, r shardRestriction) []sha
 // jobs on: under WithMaxRecords the records left; otherwise the shard's estimated unread
 // bytes (estimateBacklog) when this worker has read it up to where r starts, 0 when it was
 // caught up there; for a shard not read yet, a nominal 1.
+//
+// A restriction sized before any call read it on this worker starts the shard's read-ahead.
 func (fn *shardFn) RestrictionSize(d shardDescriptor, r shardRestriction) float64 {
 	if r.Empty {
 		return 0
 	}
+	fn.readAheadSized(d, r)
 	if r.MaxRecords == 0 {
 		if b, ok := memos.backlog(shardKeyOf(fn.Spec.ReadID, d), r.start()); ok {
 			return b
 		}
 	}
 	return restrictionSize(r)
+}
+
+// readAheadSized starts reading d ahead from the start of r, when the read reads ahead by
+// polling, r's start needs no trim check (read_trim.go) and the shard waits for no
+// checkpoint table (whose position, parents and leases the call applies).
+func (fn *shardFn) readAheadSized(d shardDescriptor, r shardRestriction) {
+	spec := &fn.Spec
+	if spec.ReadAheadBytes == 0 || spec.enhancedFanOut() || spec.Checkpoint.Enabled() || r.mayBeTrimmed(time.Now()) {
+		return
+	}
+	rd, err := readAhead.fetchReader(fn.Spec)
+	if err != nil {
+		return // the call will make the client, and say what is wrong
+	}
+	open := func(ctx context.Context) (string, error) {
+		in := r.iteratorInput(d)
+		it, err := rd.api.ShardIterator(ctx, d, in)
+		if r.latestInFuture(err) {
+			in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeLatest, nil
+			it, err = rd.api.ShardIterator(ctx, d, in)
+		}
+		return it, err
+	}
+	readAhead.size(rd.shardKey(d), d, rd, r.start(), r.EndTimeMs, open)
 }
 
 // CreateTracker wraps a shardTracker in a lock.

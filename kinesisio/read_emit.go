@@ -19,16 +19,17 @@ import (
 )
 
 // observeBacklog adds the records of a GetRecords response or SubscribeToShard event to the
-// shard's byte rate, reports the resulting backlog estimate (with the response's
-// MillisBehindLatest) to the tracker, whose progress it becomes, and returns it.
-func (r *shardReader) observeBacklog(ctx context.Context, rt *sdf.LockRTracker, key shardKey, records []types.Record, millisBehind *int64) float64 {
+// shard's byte rate, reports the resulting backlog estimate (with the newest
+// MillisBehindLatest, plus held, the data fetched ahead after the response) to the tracker,
+// whose progress it becomes, and returns it.
+func (r *shardReader) observeBacklog(ctx context.Context, rt *sdf.LockRTracker, key shardKey, records []types.Record, millisBehind *int64, held int64) float64 {
 	s := rateSample{bytes: dataBytes(records)}
 	if n := len(records); n > 0 {
 		s.head = int64(len(records[0].Data))
 		s.firstMs = aws.ToTime(records[0].ApproximateArrivalTimestamp).UnixMilli()
 		s.last = aws.ToTime(records[n-1].ApproximateArrivalTimestamp).UnixMilli()
 	}
-	b := memos.observe(key, s, len(records), aws.ToInt64(millisBehind), time.Now())
+	b := memos.observe(key, s, len(records), aws.ToInt64(millisBehind), time.Now()) + float64(held)
 	rt.Mu.Lock()
 	if t, ok := rt.Rt.(*shardTracker); ok {
 		t.setBacklog(b)

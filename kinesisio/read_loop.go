@@ -52,6 +52,9 @@ type fetched struct {
 	// counted says the records were added to the shard's byte rate before: the rest of an
 	// event an earlier call stopped inside.
 	counted bool
+	// held is the data of the records fetched ahead after the batch (read_ahead.go), part of
+	// the backlog.
+	held int64
 	// at is when the batch was asked for or received: the processing time the watermark
 	// policies see.
 	at time.Time
@@ -152,22 +155,25 @@ func (e noRideOut) Unwrap() error { return e.error }
 
 // processOnce is process without riding out an unreachable Kinesis: the read loop.
 func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, d shardDescriptor, emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
-	defer func() { reportCalls(ctx, r.api.TakeStats()) }()
+	key := r.shardKey(d)
+	defer func() { r.report(ctx, key.read) }()
 	bounded := we == nil
 	rest := rt.GetRestriction().(shardRestriction)
-	key := r.shardKey(d)
 	if rest.Empty {
 		forgetShard(key)
 		return sdf.StopProcessing(), nil
 	}
 	// A call that comes before the shard's next read is due (the runner did not wait as
-	// asked) waits, or is resumed later, before it calls Kinesis.
-	if wait := calls.wait(readsOf(key), time.Now()); bounded {
-		if err := backoff.Sleep(ctx, wait); err != nil {
-			return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+	// asked) waits, or is resumed later, before it calls Kinesis; pages the read-ahead holds
+	// at the call's start are read at once.
+	if !readAhead.hasPages(key, rest.start()) {
+		if wait := calls.wait(readsOf(key), time.Now()); bounded {
+			if err := backoff.Sleep(ctx, wait); err != nil {
+				return nil, fmt.Errorf("kinesisio: reading %v: %w", d, err)
+			}
+		} else if cont, held, err := holdOff(ctx, wait); held || err != nil {
+			return cont, err
 		}
-	} else if cont, held, err := holdOff(ctx, wait); held || err != nil {
-		return cont, err
 	}
 	st := r.newReadState(d, rest, bounded)
 	f, err := r.newFetcher(ctx, st, key)
@@ -213,7 +219,7 @@ func (r *shardReader) processOnce(ctx context.Context, we *watermarkEstimator, r
 		if b.counted {
 			records = nil
 		}
-		backlog = r.observeBacklog(ctx, rt, key, records, b.tip.lagMs)
+		backlog = r.observeBacklog(ctx, rt, key, records, b.tip.lagMs, b.held)
 
 		next, done, err := r.emitRecords(ctx, st, rt, b.records, emit)
 		if err != nil || done {
@@ -275,7 +281,28 @@ func (r *shardReader) newFetcher(ctx context.Context, st *readState, key shardKe
 func forgetShard(key shardKey) {
 	calls.forget(readsOf(key))
 	memos.forget(key)
+	readAhead.forget(key)
 }
+
+// report adds the calls of this reader's client and what the read's read-ahead did in this
+// worker since the last report to the metrics.
+func (r *shardReader) report(ctx context.Context, read string) {
+	s, held := readAhead.takeStats(read)
+	if aheadReported != nil {
+		aheadReported(read, s)
+	}
+	reportCalls(ctx, r.api.TakeStats().Add(s.api))
+	inc(ctx, readAheadPages, s.pages)
+	inc(ctx, readAheadDroppedPages, s.droppedPages)
+	inc(ctx, readAheadDroppedBytes, s.droppedBytes)
+	inc(ctx, readAheadDroppedCalls, s.droppedCalls)
+	inc(ctx, readAheadExpired, s.expired)
+	readAheadHeldBytes.Set(ctx, held)
+}
+
+// aheadReported, when set, sees every read-ahead report of a call with its read's ID. Only
+// tests set it, to observe what the read-ahead did beside the metrics.
+var aheadReported func(read string, s aheadStats)
 
 // maxTime is the later of a and b.
 func maxTime(a, b time.Time) time.Time {

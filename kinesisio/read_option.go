@@ -48,6 +48,8 @@ type readConfig struct {
 	// WithCheckpointLeaseDuration (0: the default).
 	checkpointTakeover bool
 	leaseDuration      time.Duration
+	// readAheadBytes is WithMaxReadAheadBytes; 0 with WithoutReadAhead.
+	readAheadBytes int64
 	// readID names the transform for pacing (worker_state.go); buildConfig sets it.
 	readID string
 }
@@ -66,6 +68,7 @@ func defaultReadConfig() readConfig {
 		idleThreshold:         5 * time.Second,
 		propagationDelay:      defaultPropagationDelay,
 		startupTimeout:        defaultStartupTimeout,
+		readAheadBytes:        defaultReadAheadBytes,
 	}
 }
 
@@ -116,11 +119,14 @@ func (c *config) refuseReadNoOps(bounded bool) error {
 	if c.given["WithIdleThreshold"] && c.read.watermarkPolicy == watermarkProcessingTime {
 		return noOp("WithIdleThreshold", "under WithProcessingTimeWatermarkPolicy the watermark follows the clock, idle shards or not", "remove one of them")
 	}
+	if err := c.onlyOne("the read-ahead", "WithMaxReadAheadBytes", "WithoutReadAhead"); err != nil {
+		return err
+	}
 	if c.read.consumerName != "" || c.read.consumerARN != "" {
 		const fix = "remove it, or read by polling (without the enhanced fan-out option)"
-		for _, name := range []string{"WithMaxRecordsPerRead", "WithIdleTimeBetweenReads"} {
+		for _, name := range []string{"WithMaxRecordsPerRead", "WithIdleTimeBetweenReads", "WithMaxReadAheadBytes", "WithoutReadAhead"} {
 			if c.given[name] {
-				return noOp(name, "it shapes GetRecords calls, and enhanced fan-out makes none", fix)
+				return noOp(name, "it shapes GetRecords calls, and enhanced fan-out makes none (a subscription stays open between calls and the service pushes its events)", fix)
 			}
 		}
 		if c.given["WithPollInterval"] && (bounded || c.read.checkpointTable == "") {
@@ -412,6 +418,37 @@ func WithPropagationDelay(d time.Duration) ReadOption {
 			return fmt.Errorf("the propagation delay %v must not be negative", d)
 		}
 		c.read.propagationDelay = d
+		return nil
+	}}}
+}
+
+// WithMaxReadAheadBytes bounds the memory a worker holds for one read's read-ahead (default
+// 64 MiB; a shard holds at most a quarter of it). While the runner works on one shard, every
+// other polling shard the worker holds (a restriction it checkpointed, or one the runner
+// sized before reading it) keeps fetching its next pages within the shard's read budget,
+// stopping at the tip of the shard; the call that resumes the shard exactly where those
+// pages start reads them without waiting, and any other call drops them (the
+// readahead_dropped_* metrics count what that cost). Positions, the checkpoint table and the
+// watermark are the same with or without it; the backlog adds the bytes held to the newest
+// answer's MillisBehindLatest. The memory is estimated from the records (their data, keys,
+// sequence numbers and about 120 bytes each beside). Polling only: enhanced fan-out refuses
+// it.
+func WithMaxReadAheadBytes(n int) ReadOption {
+	return readOnly{option{name: "WithMaxReadAheadBytes", apply: func(c *config) error {
+		if n < 1<<20 {
+			return fmt.Errorf("the read-ahead bound %d is under 1 MiB (1048576), less than a GetRecords answer may hold; use WithoutReadAhead to turn it off", n)
+		}
+		c.read.readAheadBytes = int64(n)
+		return nil
+	}}}
+}
+
+// WithoutReadAhead turns the read-ahead off (see WithMaxReadAheadBytes): a shard fetches only
+// while a call reads it, one answer ahead of the one being emitted, and keeps only its
+// iterator between calls.
+func WithoutReadAhead() ReadOption {
+	return readOnly{option{name: "WithoutReadAhead", apply: func(c *config) error {
+		c.read.readAheadBytes = 0
 		return nil
 	}}}
 }

@@ -70,7 +70,7 @@ func TestReadOptionsSetTheSpec(t *testing.T) {
 	want := readSpec{
 		Stream: "orders", ReadID: cfg.read.readID, Client: clientConfig{Region: "eu-west-1"}, Retry: defaultConfig().retry,
 		FailOnDataLoss: false, MaxFetchTime: 3 * time.Second, MaxRecordsPerFetch: 7, MaxRecordsPerRead: 500,
-		IdleTimeBetweenReads: time.Millisecond, PollInterval: 2 * time.Second, WatermarkPolicy: watermarkCustom,
+		IdleTimeBetweenReads: time.Millisecond, PollInterval: 2 * time.Second, ReadAheadBytes: defaultReadAheadBytes, WatermarkPolicy: watermarkCustom,
 		EventTimeFn:   eventTimeSpec{Type: "*github.com/beamkinesis/beamkinesis/kinesisio.testTimeFn", JSON: `{"Offset":5}`},
 		IdleThreshold: time.Minute, Deaggregate: false, MaxRecords: 9, PropagationDelay: 3 * time.Second,
 	}

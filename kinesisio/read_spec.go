@@ -25,11 +25,13 @@ type readSpec struct {
 	MaxRecordsPerRead    int32
 	IdleTimeBetweenReads time.Duration
 	PollInterval         time.Duration
-	WatermarkPolicy      int64
-	EventTimeFn          eventTimeSpec
-	IdleThreshold        time.Duration
-	Deaggregate          bool
-	MaxRecords           int64
+	// ReadAheadBytes bounds the worker's read-ahead of the read (read_ahead.go); 0: off.
+	ReadAheadBytes  int64
+	WatermarkPolicy int64
+	EventTimeFn     eventTimeSpec
+	IdleThreshold   time.Duration
+	Deaggregate     bool
+	MaxRecords      int64
 	// PropagationDelay is how long a stored record may take to become readable: a caught-up
 	// read sent at t proves only that nothing that arrived before t minus it is unread.
 	PropagationDelay time.Duration
@@ -59,6 +61,7 @@ func newReadSpec(stream string, cfg config) readSpec {
 		MaxRecordsPerRead:    cfg.read.maxRecordsPerRead,
 		IdleTimeBetweenReads: cfg.read.idleTimeBetweenReads,
 		PollInterval:         cfg.read.pollInterval,
+		ReadAheadBytes:       cfg.read.readAheadBytes,
 		WatermarkPolicy:      cfg.read.watermarkPolicy,
 		IdleThreshold:        cfg.read.idleThreshold,
 		Deaggregate:          cfg.source.deaggregate,
@@ -122,6 +125,16 @@ func newShardReader(ctx context.Context, spec readSpec) (*shardReader, error) {
 		retry:  retry,
 		cp:     cp,
 	}, nil
+}
+
+// newFetchReader is a shard reader that only fetches: no checkpoint table, for the
+// read-ahead of restrictions sized before they are read.
+func newFetchReader(ctx context.Context, spec readSpec) (*shardReader, error) {
+	client, err := newClient(ctx, spec.Client)
+	if err != nil {
+		return nil, err
+	}
+	return &shardReader{spec: spec, api: readapi.New(client, spec.Retry.policy()), retry: spec.Retry.policy()}, nil
 }
 
 // shardKey is d's key in the worker's state (worker_state.go).

@@ -161,13 +161,15 @@ func holdOff(ctx context.Context, wait time.Duration) (cont sdf.ProcessContinuat
 // A polling reader's ProcessElement call ends at every checkpoint, and the runner resumes
 // the residual in a new call, often on the same worker a moment later. An iterator opened
 // for each call would cost an idle shard one GetShardIterator per GetRecords, against the
-// separate 5/s-per-shard GetShardIterator limit. So a call that ends at a checkpoint leaves the shard's NextShardIterator in a worker-wide memo, under the
-// position its residual starts at; the next call takes it only if its restriction starts
-// at exactly that position. A restriction resumed on another worker, or at another position
-// (a retried bundle resumes an earlier checkpoint), finds no iterator or one for another
-// position, and opens its own from the restriction: no call can read from a wrong iterator.
-// The memo also keeps what the reader observed of the shard's byte rate, for the backlog
-// (TestIteratorReusedAcrossCheckpoints, TestIteratorNotReusedAtAnotherPosition).
+// separate 5/s-per-shard GetShardIterator limit. So a call that ends at a checkpoint leaves the
+// shard's NextShardIterator (and, with read-ahead, the pages fetched after it) in the
+// worker's read-ahead entry (read_ahead.go), under the position its residual starts at; the
+// next call takes it only if its restriction starts at exactly that position. A restriction
+// resumed on another worker, or at another position (a retried bundle resumes an earlier
+// checkpoint), finds no entry or one for another position, and opens its own from the
+// restriction: no call can read from a wrong iterator
+// (TestIteratorReusedAcrossCheckpoints, TestIteratorNotReusedAtAnotherPosition). The memo
+// keeps what the reader observed of the shard's byte rate, for the backlog.
 
 const (
 	// iteratorReuseAge is the age up to which a memorised iterator is used. Iterators
@@ -180,10 +182,6 @@ const (
 
 // shardMemo is what the worker remembers of one shard of one read between calls.
 type shardMemo struct {
-	// resume is the position a parked iterator continues at; iterator is "" when none.
-	resume   startKey
-	iterator string
-	issued   time.Time
 	// backlogAt and backlog: the estimated unread bytes of the shard for a residual that
 	// starts at backlogAt.
 	backlogAt  startKey
@@ -220,40 +218,6 @@ func (c *memoCache) get(key shardKey, now time.Time) *shardMemo {
 	}
 	m.touched = now
 	return m
-}
-
-// takeIterator returns the iterator parked for key at exactly resume, if it is young enough,
-// and removes it from the memo.
-func (c *memoCache) takeIterator(key shardKey, resume startKey, now time.Time) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.memos[key]
-	if m == nil || m.iterator == "" {
-		return "", false
-	}
-	it, at, issued := m.iterator, m.resume, m.issued
-	m.iterator = ""
-	if at != resume || now.Sub(issued) > iteratorReuseAge {
-		return "", false
-	}
-	return it, true
-}
-
-// parkIterator leaves iterator, issued at issued, for the call that resumes key at resume.
-func (c *memoCache) parkIterator(key shardKey, resume startKey, iterator string, issued time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.get(key, issued)
-	m.resume, m.iterator, m.issued = resume, iterator, issued
-}
-
-// dropIterator forgets key's parked iterator, if any.
-func (c *memoCache) dropIterator(key shardKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m := c.memos[key]; m != nil {
-		m.iterator = ""
-	}
 }
 
 // observe adds one response's bytes and arrival times to key's byte rate and returns the

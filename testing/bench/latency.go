@@ -148,8 +148,11 @@ func (b *Bench) rowsLatency(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	off := readAheadOff
+	readAheadOff = false // enhanced fan-out has no read-ahead, and refuses WithoutReadAhead
 	efo, err := b.rowLatency(ctx, "6b", "enhanced fan-out, server limits on",
 		[]kinesistest.Option{kinesistest.WithLimits()}, kinesisio.WithEnhancedFanOut("bench-latency"))
+	readAheadOff = off
 	return []Row{polling, efo}, err
 }
 

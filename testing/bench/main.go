@@ -33,8 +33,10 @@ func main() {
 	verbose := flag.Bool("v", true, "log progress to stderr")
 	onFlink := flag.Bool("flink", false, "also run rows 10, 12..15 and 17 on the Flink job server at $BEAMKINESIS_FLINK_ENDPOINT or --endpoint and its cluster at $BEAMKINESIS_FLINK_REST (testing/flink/flink.sh start)")
 	queueLatency := flag.Duration("queue_latency", 0, "rows 16 and 17: add this to every queue call the server answers (e.g. 20ms, a network's and the service's time), so that receives wait instead of taking CPU")
+	readAhead := flag.Bool("readahead", true, "read with the connector's read-ahead (WithMaxReadAheadBytes' default); false reads WithoutReadAhead, for before and after in one sitting")
 	anchors := flag.Bool("anchors", false, "compare with Beam Java KinesisIO instead (testing/anchors; needs java and mvn)")
 	flag.Parse()
+	readAheadOff = !*readAhead
 	beam.Init()
 	if *anchors {
 		var log io.Writer

@@ -35,6 +35,11 @@ func benchKey(i int) string { return fmt.Sprintf("k%07d", i) }
 // connect returns the kinesisio options that point at a server's endpoint followed by opts,
 // read or write options (O is kinesisio.ReadOption or kinesisio.WriteOption).
 func connect[O any](url string, opts ...O) []O {
+	if readAheadOff {
+		if _, ok := any(opts).([]kinesisio.ReadOption); ok {
+			opts = append(opts, any(kinesisio.WithoutReadAhead()).(O))
+		}
+	}
 	client := []kinesisio.ClientOption{
 		kinesisio.WithEndpoint(url), kinesisio.WithRegion("us-east-1"),
 		kinesisio.WithStaticCredentials("test", "test"),
@@ -45,6 +50,10 @@ func connect[O any](url string, opts ...O) []O {
 	}
 	return append(all, opts...)
 }
+
+// readAheadOff makes every polling read of the bench read without its read-ahead
+// (--readahead=false), for a run before and after it in one sitting.
+var readAheadOff bool
 
 // putPlain stores records 0..n-1 as plain records, 500 per PutRecords call, from four
 // goroutines, resending failed entries.

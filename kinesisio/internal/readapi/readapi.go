@@ -38,6 +38,10 @@ func New(api *kinesis.Client, policy backoff.Policy) *Client {
 	return &Client{api: api, retry: policy}
 }
 
+// Fork returns a Client making the same calls under the same policy with counts of its own,
+// for calls made on behalf of someone who takes them later (the read-ahead's fetches).
+func (c *Client) Fork() *Client { return New(c.api, c.retry) }
+
 // Stats counts calls since the last TakeStats.
 type Stats struct {
 	// GetRecords and Subscribes count the GetRecords and SubscribeToShard calls sent,
@@ -45,6 +49,12 @@ type Stats struct {
 	GetRecords, Subscribes int64
 	// Throttles counts the calls refused for a limit; Retries the calls sent again.
 	Throttles, Retries int64
+}
+
+// Add returns the sum of s and o.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{GetRecords: s.GetRecords + o.GetRecords, Subscribes: s.Subscribes + o.Subscribes,
+		Throttles: s.Throttles + o.Throttles, Retries: s.Retries + o.Retries}
 }
 
 // TakeStats returns the counts since the last call and starts them again from zero.

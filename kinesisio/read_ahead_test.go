@@ -1,0 +1,218 @@
+package kinesisio
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/beamkinesis/beamkinesis/testing/kinesistest"
+)
+
+// awaitEntry waits until the read-ahead entry of key satisfies cond, or fails the test.
+func awaitEntry(t *testing.T, key shardKey, what string, cond func(e *aheadEntry) bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		readAhead.mu.Lock()
+		e := readAhead.entries[key]
+		ok := e != nil && cond(e)
+		var ch <-chan struct{}
+		if e != nil {
+			ch = e.changed
+		}
+		readAhead.mu.Unlock()
+		if ok {
+			return
+		}
+		var again <-chan time.Time
+		if ch == nil {
+			again = time.After(5 * time.Millisecond) // no entry yet: look again
+		}
+		select {
+		case <-ch:
+		case <-again:
+		case <-deadline:
+			t.Fatalf("the read-ahead of %v never %s", key, what)
+		}
+	}
+}
+
+// watchReadAhead sums the read-ahead reports of read until the test ends.
+func watchReadAhead(t *testing.T, read string) *aheadStats {
+	sum := &aheadStats{}
+	add := func(r string, s aheadStats) {
+		if r == read {
+			sum.pages += s.pages
+			sum.droppedPages += s.droppedPages
+			sum.droppedCalls += s.droppedCalls
+			sum.droppedBytes += s.droppedBytes
+			sum.expired += s.expired
+		}
+	}
+	aheadReported = add
+	t.Cleanup(func() { aheadReported = nil })
+	return sum
+}
+
+// idleAtTip says e fetched up to the tip of its shard and stopped.
+func idleAtTip(e *aheadEntry) bool { return e.atTip && !e.fetching }
+
+// TestReadAheadFetchesAParkedShardForTheCallThatResumesIt reads 100 records 10 a call from
+// 10-record pages: after the first call checkpoints, the read-ahead fetches the other 90
+// (and the caught-up answer) while no call runs, and the calls that resume read all of them,
+// in order, without one GetRecords call more.
+func TestReadAheadFetchesAParkedShardForTheCallThatResumesIt(t *testing.T) {
+	const stream = "ahead-parked"
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
+	want := putNumbered(t, srv, stream, "r", 100)
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(10), WithMaxRecordsPerFetch(10))
+	key := h.r.shardKey(h.d)
+	sum := watchReadAhead(t, key.read)
+	h.call(h.rest)
+	awaitEntry(t, key, "reached the tip", idleAtTip)
+	fetched := srv.CallCount("GetRecords")
+	readAhead.mu.Lock()
+	pages := len(readAhead.entries[key].pages)
+	readAhead.mu.Unlock()
+	if pages != 9 {
+		t.Errorf("the read-ahead holds %d pages after the first call; want 9 (the last one caught up)", pages)
+	}
+	for range 9 {
+		h.call(h.rest)
+	}
+	assertSequence(t, h.got, want)
+	if n := srv.CallCount("GetRecords"); n != fetched {
+		t.Errorf("%d GetRecords calls after the read-ahead held the shard; want %d: the calls read what it fetched", n, fetched)
+	}
+	if n := srv.CallCount("GetShardIterator"); n != 1 {
+		t.Errorf("%d GetShardIterator calls; want 1", n)
+	}
+	if sum.pages != 9 || sum.droppedPages != 0 {
+		t.Errorf("read-ahead reports %+v; want 9 pages fetched while parked, none dropped", *sum)
+	}
+	forgetShard(key)
+}
+
+// TestReadAheadIsDroppedWhenAnotherPositionResumes resumes the first checkpoint again after
+// the read-ahead fetched past the second (a retried bundle): the entry, which starts at the
+// second, is dropped and counted, and the call reads exactly its own range from its own
+// iterator.
+func TestReadAheadIsDroppedWhenAnotherPositionResumes(t *testing.T) {
+	const stream = "ahead-dropped"
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
+	want := putNumbered(t, srv, stream, "r", 50)
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(10), WithMaxRecordsPerFetch(10))
+	key := h.r.shardKey(h.d)
+	h.call(h.rest)
+	first := h.rest
+	h.call(h.rest)
+	awaitEntry(t, key, "reached the tip", idleAtTip)
+	sum := watchReadAhead(t, key.read)
+	h.got = h.got[:10]
+	h.rest = first
+	for range 4 {
+		h.call(h.rest)
+	}
+	assertSequence(t, h.got, want)
+	// The entry held pages 3, 4 and 5, the last one caught up.
+	if sum.droppedPages != 3 || sum.droppedCalls != 3 || sum.droppedBytes != int64(len("r-20"))*30 {
+		t.Errorf("dropped %d pages of %d bytes, %d calls; want 3 pages of %d bytes and 3 calls", sum.droppedPages, sum.droppedBytes, sum.droppedCalls, len("r-20")*30)
+	}
+	if n := srv.CallCount("GetShardIterator"); n != 2 {
+		t.Errorf("%d GetShardIterator calls; want 2 (the first open, and the resumed first checkpoint's)", n)
+	}
+	forgetShard(key)
+}
+
+// TestReadAheadKeepsWithinItsCapPerShard parks a shard holding 4 MB with a 1 MiB read-ahead:
+// the shard's entry stops fetching once it holds a quarter of it (less one page).
+func TestReadAheadKeepsWithinItsCapPerShard(t *testing.T) {
+	const stream = "ahead-cap"
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
+	data := make([]byte, 1000)
+	for range 8 {
+		var entries []types.PutRecordsRequestEntry
+		for range 500 {
+			entries = append(entries, types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String("k")})
+		}
+		putAll(t, srv.Client(), stream, entries)
+	}
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(20), WithMaxRecordsPerFetch(20), WithMaxReadAheadBytes(1<<20))
+	key := h.r.shardKey(h.d)
+	h.call(h.rest)
+	awaitEntry(t, key, "stopped at its cap", func(e *aheadEntry) bool { return !e.fetching && len(e.pages) > 0 })
+	readAhead.mu.Lock()
+	mem, pages, held := readAhead.entries[key].mem, len(readAhead.entries[key].pages), readAhead.held[key.read]
+	readAhead.mu.Unlock()
+	page := int64(20 * (1000 + recordOverhead + 1 + 56))
+	if mem < (1<<20)/4-page || mem > (1<<20)/4+page || held != mem {
+		t.Errorf("the entry holds %d bytes in %d pages (the read %d); want a quarter of 1 MiB within a page (%d)", mem, pages, held, page)
+	}
+	forgetShard(key)
+	readAhead.mu.Lock()
+	left := readAhead.held[key.read]
+	readAhead.mu.Unlock()
+	if left != 0 {
+		t.Errorf("the read holds %d bytes after its shard was forgotten; want 0", left)
+	}
+}
+
+// TestReadAheadBacklogIsTheHeldBytesAndTheNewestAnswer reads a 600 KB backlog 20 records a
+// call while the read-ahead fetches ahead of the calls up to its cap: each residual's
+// RestrictionSize, the data held plus the newest answer's MillisBehindLatest times the
+// byte rate, is within ±25 % of the bytes after the residual's start.
+func TestReadAheadBacklogIsTheHeldBytesAndTheNewestAnswer(t *testing.T) {
+	const stream = "ahead-backlog"
+	clock := kinesistest.NewManualClock(time.Now().Add(-time.Hour))
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1), kinesistest.WithClock(clock))
+	for i := range 600 {
+		putAll(t, srv.Client(), stream, []types.PutRecordsRequestEntry{{Data: make([]byte, 600+(i*37)%801), PartitionKey: aws.String("k")}})
+		clock.Advance(10 * time.Millisecond)
+	}
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(20), WithMaxRecordsPerFetch(20), WithMaxReadAheadBytes(1<<20))
+	var worst float64
+	for step := range 25 {
+		h.call(h.rest)
+		unread := unreadBytes(t, srv, stream, h.d.ShardID, h.rest)
+		got := h.fn.RestrictionSize(h.d, h.rest)
+		dev := got/float64(unread) - 1
+		worst = max(worst, dev, -dev)
+		if dev > 0.25 || dev < -0.25 {
+			t.Errorf("step %d: RestrictionSize %.0f, true unread bytes %d (%+.0f %%)", step, got, unread, 100*dev)
+		}
+	}
+	t.Logf("worst deviation of the backlog from the true unread bytes %.1f %%", 100*worst)
+	if len(h.got) != 25*20 {
+		t.Errorf("read %d records; want %d", len(h.got), 25*20)
+	}
+	forgetShard(h.r.shardKey(h.d))
+}
+
+// TestReadAheadOffKeepsOnlyTheIterator parks a shard without read-ahead: the entry holds its
+// iterator and no page, and makes no call until the next call comes.
+func TestReadAheadOffKeepsOnlyTheIterator(t *testing.T) {
+	const stream = "ahead-off"
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
+	want := putNumbered(t, srv, stream, "r", 30)
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(10), WithMaxRecordsPerFetch(10), WithoutReadAhead())
+	key := h.r.shardKey(h.d)
+	h.call(h.rest)
+	readAhead.mu.Lock()
+	e := readAhead.entries[key]
+	state := fmt.Sprintf("pages %d fetching %v tail %v", len(e.pages), e.fetching, e.tail != "")
+	readAhead.mu.Unlock()
+	if state != "pages 0 fetching false tail true" {
+		t.Errorf("parked without read-ahead: %s; want pages 0 fetching false tail true", state)
+	}
+	calls := srv.CallCount("GetRecords")
+	if calls != 1 {
+		t.Errorf("%d GetRecords calls for a 10-record call that ends at its limit; want 1", calls)
+	}
+	h.call(h.rest)
+	h.call(h.rest)
+	assertSequence(t, h.got, want)
+	forgetShard(key)
+}
