@@ -60,6 +60,16 @@
 // leaves at least one call a second to others ([WithIdleTimeBetweenReads] leaves more); a
 // shard that is behind is read back to back.
 //
+// A worker reads all its polling shards at once: while the runner works on one shard, the
+// others the worker holds (a restriction it checkpointed, or one the runner sized before
+// its first call) keep fetching their next pages within the same budget, up to the tip, and
+// the call that resumes a shard exactly where they start reads them without waiting. The
+// pages are held within [WithMaxReadAheadBytes] (64 MiB a read and worker, a quarter of it a
+// shard); a restriction resumed elsewhere or at another position drops them, and the
+// readahead_* metrics count the calls and bytes that cost. [WithoutReadAhead] turns it off.
+// A residual's backlog is then the bytes held plus what the newest answer's
+// MillisBehindLatest says lies beyond them.
+//
 // Throttling, 5xx and dropped connections are retried with exponential backoff and full
 // jitter ([WithRetries]: 3 retries, from 1s to 10s); an expired iterator is renewed from the
 // last claimed position. When the retries run out a [ReadBounded] fails, and a [Read] logs a
@@ -256,8 +266,11 @@
 // unavailable (calls that gave up and resume later), the gauges millis_behind_latest and
 // backlog_bytes (a shard's estimated unread bytes), aggregates_passed_through,
 // aggregates_outside_shard, aggregates_outside_shard_kept, checkpoints_inside_aggregates,
-// data_loss_skips, shards_discovered, subscribe_calls, resubscribes and
-// subscriptions_reused. With a checkpoint table, in the same namespace: checkpoint_commits,
+// data_loss_skips, shards_discovered, subscribe_calls, resubscribes,
+// subscriptions_reused, and the read-ahead's readahead_pages (pages fetched while no call
+// held their shard), readahead_dropped_pages, readahead_dropped_bytes and
+// readahead_dropped_calls (fetched for a position no call resumed at), readahead_expired
+// (entries no call took for 2 minutes) and the gauge readahead_held_bytes. With a checkpoint table, in the same namespace: checkpoint_commits,
 // checkpoint_dynamodb_calls, checkpoint_shard_ends, checkpoint_leases_lost,
 // checkpoint_lease_renewals, checkpoint_table_unavailable (commits held while the table was
 // unreachable), checkpoint_committed_records_<shard id>, and the distributions

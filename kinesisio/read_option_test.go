@@ -26,6 +26,7 @@ func TestReadOptionsRejectBadValuesNamingTheOption(t *testing.T) {
 		{WithMaxRecordsPerRead(0), []string{"WithMaxRecordsPerRead", "1..10000"}},
 		{WithMaxRecordsPerRead(10001), []string{"WithMaxRecordsPerRead", "1..10000"}},
 		{WithIdleTimeBetweenReads(-time.Second), []string{"WithIdleTimeBetweenReads", "negative"}},
+		{WithMaxReadAheadBytes(4096), []string{"WithMaxReadAheadBytes", "under 1 MiB", "WithoutReadAhead"}},
 		{WithPollInterval(0), []string{"WithPollInterval", "positive"}},
 		{WithDescribeShardInterval(-1), []string{"WithDescribeShardInterval", "positive"}},
 		{WithIdleThreshold(0), []string{"WithIdleThreshold", "positive"}},
