@@ -93,6 +93,10 @@ func (p *poller) next(ctx context.Context) (fetched, error) {
 	for {
 		pg, pause, err := readAhead.next(ctx, p.e, st.bounded)
 		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, errNoPage) {
+				// The read-ahead's open of the iterator, which this call waited for.
+				return p.r.readError(ctx, st, "", err)
+			}
 			return fetched{}, fmt.Errorf("kinesisio: reading %v: %w", st.d, err)
 		}
 		if pause > 0 {

@@ -2,6 +2,7 @@ package kinesisio
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"time"
 
@@ -179,7 +180,10 @@ func (fn *shardFn) readAheadSized(d shardDescriptor, r shardRestriction) {
 			in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeLatest, nil
 			it, err = rd.api.ShardIterator(ctx, d, in)
 		}
-		return it, err
+		if err != nil {
+			return "", fmt.Errorf("kinesisio: opening %v at %s ahead of its first call: %w", d, r.startString(), err)
+		}
+		return it, nil
 	}
 	readAhead.size(rd.shardKey(d), d, rd, r.start(), r.EndTimeMs, open)
 }

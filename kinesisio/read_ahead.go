@@ -110,10 +110,13 @@ type aheadEntry struct {
 	// openedAhead says the read-ahead opened the iterator (GetShardIterator) for a call that
 	// has not taken the entry yet.
 	openedAhead bool
-	touched     time.Time
-	changed     chan struct{}
-	ctx         context.Context
-	cancel      context.CancelFunc
+	// openErr is why the read-ahead could not open the iterator of a sized entry: the error
+	// of the call that waited for it.
+	openErr error
+	touched time.Time
+	changed chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 // aheadStats is what a read's entries did in the worker since a call of the read last
@@ -336,8 +339,9 @@ func (c *readAheadCache) add(e *aheadEntry, it string, opened bool, f fetchResul
 	if opened {
 		e.open = nil
 		if it == "" {
-			// The sized entry could not open its iterator: the call will, and say why.
-			e.failed = true
+			// The sized entry could not open its iterator: a call waiting for it gets the
+			// error (and rides it out like its own open's); a later call opens it itself.
+			e.failed, e.openErr = true, f.err
 			e.notifyLocked()
 			return
 		}
@@ -389,8 +393,10 @@ func (c *readAheadCache) next(ctx context.Context, e *aheadEntry, bounded bool) 
 			e.atTip = false // the call read the tip and asks again
 			c.kickLocked(e)
 			if !e.fetching {
-				// Nothing can be fetched: an entry that failed to open, or a bug.
-				return aheadPage{}, 0, errNoPage
+				if e.openErr != nil {
+					return aheadPage{}, 0, e.openErr
+				}
+				return aheadPage{}, 0, errNoPage // a bug: nothing can be fetched
 			}
 		} else {
 			e.asked = true
