@@ -3,6 +3,7 @@ package emulators
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -193,6 +194,14 @@ func StartT(t testing.TB, kind Kind) *Emulator {
 
 var errExited = errors.New("exited before answering")
 
+// clientGone keeps dynalite and kinesalite serving when a client goes away in the middle of
+// a request (client-gone.cjs), which without it ends them.
+//
+//go:embed client-gone.cjs
+var clientGone []byte
+
+const clientGoneFile = "client-gone.cjs"
+
 func start(ctx context.Context, kind Kind) (*Emulator, error) {
 	node, err := Node()
 	if err != nil {
@@ -236,13 +245,13 @@ func start(ctx context.Context, kind Kind) (*Emulator, error) {
 		)
 	case Kinesalite:
 		// In memory (memdown) unless --path is given.
-		cmd = exec.Command(node, filepath.Join(pkg, "cli.js"),
+		cmd = exec.Command(node, "--require", "./"+clientGoneFile, filepath.Join(pkg, "cli.js"),
 			"--port", strconv.Itoa(port),
 			"--createStreamMs", "50", "--deleteStreamMs", "50", "--updateStreamMs", "50",
 			"--shardLimit", "200")
 	case Dynalite:
 		// In memory; tables are ACTIVE at once instead of after dynalite's default delay.
-		cmd = exec.Command(node, filepath.Join(pkg, "cli.js"),
+		cmd = exec.Command(node, "--require", "./"+clientGoneFile, filepath.Join(pkg, "cli.js"),
 			"--port", strconv.Itoa(port),
 			"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 	default:
@@ -254,6 +263,10 @@ func start(ctx context.Context, kind Kind) (*Emulator, error) {
 		return nil, fmt.Errorf("emulators: %w", err)
 	}
 	cmd.Dir = wd
+	if err := os.WriteFile(filepath.Join(wd, clientGoneFile), clientGone, 0o644); err != nil {
+		os.RemoveAll(wd)
+		return nil, fmt.Errorf("emulators: %w", err)
+	}
 	out := &tailBuffer{max: 64 << 10}
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -345,6 +358,16 @@ func (e *Emulator) DynamoDB(optFns ...func(*dynamodb.Options)) *dynamodb.Client 
 
 // Output returns the last 64 KiB the emulator wrote to stdout and stderr.
 func (e *Emulator) Output() string { return e.out.String() }
+
+// Exited reports whether the emulator's process has ended, and with what error.
+func (e *Emulator) Exited() (bool, error) {
+	select {
+	case <-e.done:
+		return true, e.err
+	default:
+		return false, nil
+	}
+}
 
 // Stop kills the emulator's process group and waits for the process to exit.
 // The emulators keep their data in memory only, so nothing is lost by not
