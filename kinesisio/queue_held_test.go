@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,7 +37,37 @@ type queueSinkTarget struct {
 	arn string
 	// early collects the RecordIds acknowledged before the sink wrote them.
 	early *sink
+	// gate, when set, holds every write after the first until it opens.
+	gate *sinkGate
 }
+
+// sinkGate holds a sink's writes after its first until open is closed: a test that acts
+// while the job holds records (an outage) opens it once it has acted, so that nothing the
+// job held was acknowledged in between, however slowly the test's goroutine runs.
+type sinkGate struct {
+	writes atomic.Int64
+	open   chan struct{}
+}
+
+func newSinkGate() *sinkGate { return &sinkGate{open: make(chan struct{})} }
+
+// wait waits for the gate to open, unless this is the sink's first write.
+func (g *sinkGate) wait(ctx context.Context) error {
+	if g == nil || g.writes.Add(1) == 1 {
+		return nil
+	}
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(sinkGateTimeout):
+		return fmt.Errorf("the test never opened the sink's gate (%v)", sinkGateTimeout)
+	}
+}
+
+// sinkGateTimeout fails a write the test forgot to let through, instead of hanging the job.
+const sinkGateTimeout = 2 * time.Minute
 
 // keyQueueRecordAll keys every record alike, as "RecordId data", for a count per window.
 func keyQueueRecordAll(r QueueRecord) (string, string) {
@@ -48,10 +79,13 @@ func keyQueueRecordAll(r QueueRecord) (string, string) {
 // output, one count per window, is what the sink wrote.
 type queueWindowSinkFn struct{ Key string }
 
-func (fn *queueWindowSinkFn) ProcessElement(_ context.Context, _ string, vals func(*string) bool, emit func(string)) error {
+func (fn *queueWindowSinkFn) ProcessElement(ctx context.Context, _ string, vals func(*string) bool, emit func(string)) error {
 	queueSinkMu.Lock()
 	tgt := queueSinkServers[fn.Key]
 	queueSinkMu.Unlock()
+	if err := tgt.gate.wait(ctx); err != nil {
+		return err
+	}
 	acked, err := tgt.srv.QueueAckedRecordIDs(tgt.arn)
 	if err != nil {
 		return err
@@ -82,12 +116,19 @@ func (fn *queueWindowSinkFn) ProcessElement(_ context.Context, _ string, vals fu
 // what was acknowledged before it was written, and the pipeline's result.
 func runHeldQueueCount(t *testing.T, srv *kinesistest.Server, arn string, size time.Duration, opts ...QueueOption) ([]string, []string, beam.PipelineResult) {
 	t.Helper()
+	return runGatedQueueCount(t, srv, arn, size, nil, opts...)
+}
+
+// runGatedQueueCount is runHeldQueueCount whose sink's writes after the first wait for gate
+// to open (none when gate is nil).
+func runGatedQueueCount(t *testing.T, srv *kinesistest.Server, arn string, size time.Duration, gate *sinkGate, opts ...QueueOption) ([]string, []string, beam.PipelineResult) {
+	t.Helper()
 	sk, early := &sink{}, &sink{}
 	sinksMu.Lock()
 	sinks[t.Name()] = sk
 	sinksMu.Unlock()
 	queueSinkMu.Lock()
-	queueSinkServers[t.Name()] = queueSinkTarget{srv: srv, arn: arn, early: early}
+	queueSinkServers[t.Name()] = queueSinkTarget{srv: srv, arn: arn, early: early, gate: gate}
 	queueSinkMu.Unlock()
 	p, s := beam.NewPipelineWithRoot()
 	var commit Commit

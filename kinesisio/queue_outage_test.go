@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,18 +57,24 @@ func TestReadQueueRidesOutAQueueOutage(t *testing.T) {
 			}
 			want := putQueueRecords(t, srv, "before", 100)
 			var atOutage kinesistest.QueueStats
-			// The outage begins once the job wrote windows, while it holds records; once it
-			// ends, more records are put.
+			// The outage begins once the job wrote a window, while it holds records; once it
+			// ends, more records are put. The sink's later windows wait for the outage to
+			// begin: what the job holds then is still unacknowledged when it does.
+			gate := newSinkGate()
+			var opened sync.Once
+			openGate := func() { opened.Do(func() { close(gate.open) }) }
 			bg := inBackground(func(ctx context.Context) error {
+				defer openGate()
 				if err := srv.WaitQueue(ctx, arn, func(st kinesistest.QueueStats) bool {
 					atOutage = st
-					return st.Acked >= 20 && st.InFlight > 0
+					return st.Acked > 0 && st.InFlight > 0
 				}); err != nil {
 					return err
 				}
 				if err := srv.SetOutage(outage); err != nil {
 					return err
 				}
+				openGate()
 				clock.jump(jump)
 				time.Sleep(wall)
 				if err := srv.SetOutage(kinesistest.NoOutage); err != nil {
@@ -83,7 +90,7 @@ func TestReadQueueRidesOutAQueueOutage(t *testing.T) {
 			go func() { bgErr = <-bg; close(ended) }()
 			t.Cleanup(func() { <-ended })
 			// The read ends once the queue gave nothing for longer than the outage.
-			got, early, res := runHeldQueueCount(t, srv, arn, 2*time.Second,
+			got, early, res := runGatedQueueCount(t, srv, arn, 2*time.Second, gate,
 				WithQueueDeduplication(10*time.Minute), WithQueueStopWhenIdle(wall+4*time.Second))
 			<-ended
 			if bgErr != nil {
