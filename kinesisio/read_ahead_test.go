@@ -176,13 +176,7 @@ func TestReadAheadBacklogIsTheHeldBytesAndTheNewestAnswer(t *testing.T) {
 	var worst float64
 	for step := range 25 {
 		h.call(h.rest)
-		unread := unreadBytes(t, srv, stream, h.d.ShardID, h.rest)
-		got := h.fn.RestrictionSize(h.d, h.rest)
-		dev := got/float64(unread) - 1
-		worst = max(worst, dev, -dev)
-		if dev > 0.25 || dev < -0.25 {
-			t.Errorf("step %d: RestrictionSize %.0f, true unread bytes %d (%+.0f %%)", step, got, unread, 100*dev)
-		}
+		worst = max(worst, backlogDeviation(t, h, srv, stream, step))
 	}
 	t.Logf("worst deviation of the backlog from the true unread bytes %.1f %%", 100*worst)
 	if len(h.got) != 25*20 {
