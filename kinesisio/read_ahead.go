@@ -609,14 +609,7 @@ func (c *readAheadCache) sweepLocked() {
 		defer tick.Stop()
 		for range tick.C {
 			c.mu.Lock()
-			now := time.Now()
-			for k, e := range c.entries {
-				if !e.owned && now.Sub(e.touched) > readAheadIdleAge {
-					delete(c.entries, k)
-					c.statsLocked(k.read).expired++
-					c.dropLocked(e)
-				}
-			}
+			c.expireLocked(time.Now())
 			if len(c.entries) == 0 {
 				c.sweeper = false
 				c.mu.Unlock()
@@ -625,4 +618,16 @@ func (c *readAheadCache) sweepLocked() {
 			c.mu.Unlock()
 		}
 	}()
+}
+
+// expireLocked drops the entries no call took for readAheadIdleAge before now: their
+// restrictions moved to another worker, or their read ended.
+func (c *readAheadCache) expireLocked(now time.Time) {
+	for k, e := range c.entries {
+		if !e.owned && now.Sub(e.touched) > readAheadIdleAge {
+			delete(c.entries, k)
+			c.statsLocked(k.read).expired++
+			c.dropLocked(e)
+		}
+	}
 }

@@ -210,3 +210,52 @@ func TestReadAheadOffKeepsOnlyTheIterator(t *testing.T) {
 	assertSequence(t, h.got, want)
 	forgetShard(key)
 }
+
+// TestReadAheadOfAShardThatMovedAwayIsThrownAway measures what a runner that moves a
+// restriction to another worker pays for the read-ahead, at its default cap: the first worker
+// reads one 10,000-record page of 100 B records and checkpoints; the residual resumes
+// elsewhere, so the pages its read-ahead fetched (up to a quarter of 64 MiB of memory) expire
+// unread after readAheadIdleAge, and are counted as thrown away. The worker that resumes the
+// residual, with no entry of its own, opens an iterator and reads exactly the next records,
+// as it would without a read-ahead.
+func TestReadAheadOfAShardThatMovedAwayIsThrownAway(t *testing.T) {
+	const stream, n, page = "ahead-moved", 100_000, 10_000
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
+	entries := make([]types.PutRecordsRequestEntry, n)
+	want := make([]string, n)
+	for i := range entries {
+		want[i] = fmt.Sprintf("%-100s", fmt.Sprintf("r-%d", i))
+		entries[i] = types.PutRecordsRequestEntry{Data: []byte(want[i]), PartitionKey: aws.String("k")}
+	}
+	putAll(t, srv.Client(), stream, entries)
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(page), WithMaxRecordsPerFetch(page))
+	key := h.r.shardKey(h.d)
+	h.call(h.rest)
+	awaitEntry(t, key, "stopped at its cap", func(e *aheadEntry) bool { return !e.fetching && len(e.pages) > 0 })
+	readAhead.mu.Lock()
+	e := readAhead.entries[key]
+	pages, mem := len(e.pages), e.mem
+	readAhead.mu.Unlock()
+	fetched := srv.CallCount("GetRecords") - 1
+	pageMem := int64(page * (100 + 1 + 56 + recordOverhead))
+	if share := int64(defaultReadAheadBytes / readAheadShardShare); mem < share || mem > share+pageMem {
+		t.Errorf("the parked shard holds %d bytes of memory; want its share %d, overshot by less than a page (%d)", mem, share, pageMem)
+	}
+
+	readAhead.mu.Lock()
+	readAhead.expireLocked(time.Now().Add(readAheadIdleAge + time.Second))
+	readAhead.mu.Unlock()
+	st, held := readAhead.takeStats(key.read)
+	t.Logf("thrown away when the restriction moved: %d GetRecords calls, %d pages, %d bytes of data (%d of memory)", st.droppedCalls, st.droppedPages, st.droppedBytes, mem)
+	if st.expired != 1 || st.droppedPages != int64(pages) || st.droppedCalls != int64(fetched) || st.droppedBytes != int64(pages*page*100) || held != 0 {
+		t.Errorf("after expiry: %+v, %d bytes held; want 1 expired, %d pages and %d calls of %d bytes dropped, nothing held", st, held, pages, fetched, pages*page*100)
+	}
+
+	iterators := srv.CallCount("GetShardIterator")
+	h.call(h.rest)
+	assertSequence(t, h.got, want[:2*page])
+	if got := srv.CallCount("GetShardIterator") - iterators; got != 1 {
+		t.Errorf("the resumed residual opened %d iterators; want 1", got)
+	}
+	forgetShard(key)
+}
