@@ -431,8 +431,14 @@ func WithPropagationDelay(d time.Duration) ReadOption {
 // readahead_dropped_* metrics count what that cost). Positions, the checkpoint table and the
 // watermark are the same with or without it; the backlog adds the bytes held to the newest
 // answer's MillisBehindLatest. The memory is estimated from the records (their data, keys,
-// sequence numbers and about 120 bytes each beside). Polling only: enhanced fan-out refuses
-// it.
+// sequence numbers and about 120 bytes each beside); the Go heap may grow to about twice
+// what is held before the collector runs (GOGC=100), so a worker short of memory sets
+// GOMEMLIMIT or a smaller bound. The default's quarter per shard, 16 MiB, holds up to eight
+// seconds of a shard's 2 MiB/s (about three for records of 100 B, whose keys and sequence
+// numbers count too): a parked shard keeps its full rate while the runner spends that long
+// on others. A restriction that a runner moves to another worker leaves its pages to expire
+// unread after two minutes (readahead_expired); the new worker reads as it would without a
+// read-ahead. Polling only: enhanced fan-out refuses it.
 func WithMaxReadAheadBytes(n int) ReadOption {
 	return readOnly{option{name: "WithMaxReadAheadBytes", apply: func(c *config) error {
 		if n < 1<<20 {
