@@ -27,7 +27,8 @@ const (
 	// WithMaxFetchTime would hold back the other shards a runner puts in the same bundle,
 	// which Prism processes one after the other
 	// (TestReadWithEnhancedFanOutKeepsEveryBusyShardSubscribed). Events that arrive while
-	// the subscription is parked wait in it for the next call.
+	// the subscription is parked are drained into memory for the next call (or, without
+	// read-ahead, wait in its connection).
 	idleEventWait   = 10 * time.Millisecond
 	idleResumeDelay = 50 * time.Millisecond
 )
@@ -40,7 +41,8 @@ var dropSubscriptions atomic.Bool
 // An unbounded call that checkpoints leaves its subscription open in the worker's
 // subscription cache (fetch_efo_subscriptions.go) for the call that resumes at exactly that position;
 // a caught-up call returns to the runner once no event follows within idleEventWait, so
-// that it does not hold the other shards of its bundle.
+// that it does not hold the other shards of its bundle. While parked, a subscription of a read
+// that reads ahead drains its events into memory (fetch_efo_drain.go).
 type subscriber struct {
 	r   *shardReader
 	st  *readState
@@ -174,13 +176,21 @@ func (s *subscriber) next(ctx context.Context) (fetched, error) {
 			caughtUpAt = sub.opened
 		}
 		s.last, s.received = ev, received
+		now := time.Now()
+		lag := eventLagMs(ev, now)
+		held, newest := heldOf(sub)
+		if newest != nil {
+			// The events drained after this one know more of the tip.
+			lag = eventLagMs(newest.ev, now)
+		}
 		b := fetched{
 			records:  ev.Records,
 			reopened: s.reopened,
 			skip:     s.skip,
 			counted:  counted,
 			at:       received,
-			tip:      tip{millisBehind: ev.MillisBehindLatest, lagMs: eventLagMs(ev, time.Now()), caughtUp: caughtUp, caughtUpAt: caughtUpAt},
+			held:     held,
+			tip:      tip{millisBehind: ev.MillisBehindLatest, lagMs: lag, caughtUp: caughtUp, caughtUpAt: caughtUpAt},
 			shardEnd: ev.ContinuationSequenceNumber == nil,
 		}
 		s.reopened, s.skip = false, nil

@@ -39,6 +39,9 @@ type subscription struct {
 	// it arrived.
 	pending         *types.SubscribeToShardEvent
 	pendingReceived time.Time
+	// drain, when the read reads ahead, holds the events read while the subscription was
+	// parked (fetch_efo_drain.go); they come before the stream's.
+	drain *drain
 
 	// Set while parked.
 	resume startKey
@@ -46,15 +49,24 @@ type subscription struct {
 	idle   *time.Timer
 }
 
-// close ends the subscription and releases its connection.
+// close ends the subscription and releases its connection, dropping what it drained.
 func (s *subscription) close() {
+	if s.drain != nil {
+		s.drain.discard()
+	}
 	s.cancel()
 	s.stream.Close() //nolint:errcheck // Err is read where it matters, before closing
 }
 
 // next returns the next event, or nil when the stream has ended (ended), the deadline has
-// passed or ctx is done. The time is when the event was received.
+// passed or ctx is done. The time is when the event was received. Drained events come
+// first.
 func (s *subscription) next(ctx context.Context, deadline <-chan time.Time) (ev *types.SubscribeToShardEvent, received time.Time, ended bool) {
+	if s.drain != nil {
+		if ev, received, ok := s.drain.pop(); ok {
+			return ev, received, false
+		}
+	}
 	for {
 		select {
 		case e, ok := <-s.stream.Events():
@@ -111,13 +123,20 @@ func (c *subscriptionCache) take(shardKey string, resume startKey) *subscription
 		s.close()
 		return nil
 	}
+	if s.drain != nil {
+		s.drain.halt()
+	}
 	s.owner, s.idle = nil, nil
 	return s
 }
 
 // park leaves s open for the call that resumes at resume, closing it after the idle timeout.
+// When the read reads ahead, its events are drained meanwhile.
 func (c *subscriptionCache) park(s *subscription, resume startKey, owner *shardReader) {
 	s.resume, s.owner = resume, owner
+	if n := owner.spec.ReadAheadBytes; n > 0 {
+		startDrain(s, owner.spec.ReadID, n)
+	}
 	c.mu.Lock()
 	old := c.parked[s.shardKey]
 	c.parked[s.shardKey] = s

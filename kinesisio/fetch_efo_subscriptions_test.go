@@ -235,6 +235,11 @@ func TestReadWithEnhancedFanOutCheckpointsInsideAggregates(t *testing.T) {
 			if min := int64(map[bool]int{true: 10, false: 3}[reuse]); inside < min {
 				t.Errorf("%d checkpoints fell inside an aggregate, want at least %d", inside, min)
 			}
+			// With reuse, the subscription a call parks drains its events meanwhile (the
+			// read-ahead is on by default), and the next call reads them first.
+			if drained := counter(res, "readahead_pages"); reuse && drained == 0 {
+				t.Errorf("with reuse: no event was drained while a subscription was parked")
+			}
 			switch {
 			case reuse && calls != int64(shards):
 				t.Errorf("with reuse: %d SubscribeToShard calls, want %d (one per shard)", calls, shards)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/backoff"
 	"github.com/beamkinesis/beamkinesis/kinesisio/internal/readapi"
@@ -65,9 +66,14 @@ func pageMemory(f fetchResult) int64 {
 	if f.out == nil {
 		return 0
 	}
+	return recordsMemory(f.out.Records)
+}
+
+// recordsMemory estimates what decoded records hold in memory.
+func recordsMemory(records []types.Record) int64 {
 	n := int64(0)
-	for i := range f.out.Records {
-		r := &f.out.Records[i]
+	for i := range records {
+		r := &records[i]
 		n += int64(len(r.Data)+len(aws.ToString(r.PartitionKey))+len(aws.ToString(r.SequenceNumber))) + recordOverhead
 	}
 	return n
@@ -135,6 +141,9 @@ type readAheadCache struct {
 	held    map[string]int64 // read ID → memory its entries hold
 	stats   map[string]*aheadStats
 	waiting map[string][]*aheadEntry // read ID → entries stopped by the read's cap
+	// drains holds, per read ID, the drains of parked subscriptions (fetch_efo_drain.go)
+	// that the read's cap stopped.
+	drains  map[string][]*drain
 	slots   chan struct{}
 	sweeper bool
 	// readers holds, per read ID, the reader that fetches for the restrictions sized before
@@ -163,6 +172,7 @@ var readAhead = &readAheadCache{
 	held:    map[string]int64{},
 	stats:   map[string]*aheadStats{},
 	waiting: map[string][]*aheadEntry{},
+	drains:  map[string][]*drain{},
 	slots:   make(chan struct{}, readAheadFetches),
 	readers: map[string]*shardReader{},
 }
@@ -216,11 +226,16 @@ func (c *readAheadCache) mayFetchLocked(e *aheadEntry) (ok, capped bool) {
 	if e.atTip || e.pastEnd || !e.on() {
 		return false, false
 	}
-	max := e.spec.ReadAheadBytes
-	if e.mem >= max/readAheadShardShare || c.held[e.key.read] >= max {
+	if c.overCapLocked(e.key.read, e.mem, e.spec.ReadAheadBytes) {
 		return false, true
 	}
 	return true, false
+}
+
+// overCapLocked says whether a shard that holds mem of read, whose cap is max, must wait for
+// room before it holds more: its quarter of the cap, or the read's whole cap, is reached.
+func (c *readAheadCache) overCapLocked(read string, mem, max int64) bool {
+	return mem >= max/readAheadShardShare || c.held[read] >= max
 }
 
 // kickLocked starts e's goroutine if it may fetch.
@@ -245,6 +260,11 @@ func (c *readAheadCache) roomLocked(read string) {
 	delete(c.waiting, read)
 	for _, e := range w {
 		c.kickLocked(e)
+	}
+	ds := c.drains[read]
+	delete(c.drains, read)
+	for _, d := range ds {
+		d.wake()
 	}
 }
 
@@ -426,12 +446,18 @@ func (e errReadAhead) Error() string { return string(e) }
 // releaseLocked forgets mem bytes e held.
 func (c *readAheadCache) releaseLocked(e *aheadEntry, mem int64) {
 	e.mem -= mem
-	c.held[e.key.read] -= mem
-	if c.held[e.key.read] <= 0 {
-		delete(c.held, e.key.read)
+	c.releaseHeldLocked(e.key.read, mem)
+}
+
+// releaseHeldLocked forgets mem bytes of read held, by an entry or a drain, and lets
+// what the cap stopped look again.
+func (c *readAheadCache) releaseHeldLocked(read string, mem int64) {
+	c.held[read] -= mem
+	if c.held[read] <= 0 {
+		delete(c.held, read)
 	}
 	if mem > 0 {
-		c.roomLocked(e.key.read)
+		c.roomLocked(read)
 	}
 }
 
