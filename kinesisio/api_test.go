@@ -167,8 +167,6 @@ func TestOptionsThatDoNothingWhereGivenAreRefused(t *testing.T) {
 			[]string{"kinesisio.Read: option WithIdleThreshold does nothing here", "WithProcessingTimeWatermarkPolicy", "remove one"}},
 		{"efo/WithMaxRecordsPerRead", kinesisio.Read, []kinesisio.ReadOption{efo, kinesisio.WithMaxRecordsPerRead(100)},
 			[]string{"option WithMaxRecordsPerRead does nothing here", "enhanced fan-out makes none", "read by polling"}},
-		{"efo/WithoutReadAhead", kinesisio.Read, []kinesisio.ReadOption{kinesisio.WithoutReadAhead(), efo},
-			[]string{"option WithoutReadAhead does nothing here", "enhanced fan-out makes none"}},
 		{"readahead/both", kinesisio.Read, []kinesisio.ReadOption{kinesisio.WithoutReadAhead(), kinesisio.WithMaxReadAheadBytes(1 << 24)},
 			[]string{"WithMaxReadAheadBytes", "WithoutReadAhead"}},
 		{"efo/WithIdleTimeBetweenReads", kinesisio.ReadBounded, []kinesisio.ReadOption{kinesisio.WithIdleTimeBetweenReads(time.Second), efo},

@@ -66,7 +66,10 @@
 // the call that resumes a shard exactly where they start reads them without waiting. The
 // pages are held within [WithMaxReadAheadBytes] (64 MiB a read and worker, a quarter of it a
 // shard); a restriction resumed elsewhere or at another position drops them, and the
-// readahead_* metrics count the calls and bytes that cost. [WithoutReadAhead] turns it off.
+// readahead_* metrics count the calls and bytes that cost. With enhanced fan-out, the
+// subscriptions a worker leaves open between calls have their events read into the same
+// bound, where the connection's buffers would hold only about 5 MiB before the service stops
+// sending. [WithoutReadAhead] turns it off.
 // A residual's backlog is then the bytes held plus what the newest answer's
 // MillisBehindLatest says lies beyond them.
 //

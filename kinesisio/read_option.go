@@ -124,7 +124,7 @@ func (c *config) refuseReadNoOps(bounded bool) error {
 	}
 	if c.read.consumerName != "" || c.read.consumerARN != "" {
 		const fix = "remove it, or read by polling (without the enhanced fan-out option)"
-		for _, name := range []string{"WithMaxRecordsPerRead", "WithIdleTimeBetweenReads", "WithMaxReadAheadBytes", "WithoutReadAhead"} {
+		for _, name := range []string{"WithMaxRecordsPerRead", "WithIdleTimeBetweenReads"} {
 			if c.given[name] {
 				return noOp(name, "it shapes GetRecords calls, and enhanced fan-out makes none (a subscription stays open between calls and the service pushes its events)", fix)
 			}
@@ -438,7 +438,10 @@ func WithPropagationDelay(d time.Duration) ReadOption {
 // numbers count too): a parked shard keeps its full rate while the runner spends that long
 // on others. A restriction that a runner moves to another worker leaves its pages to expire
 // unread after two minutes (readahead_expired); the new worker reads as it would without a
-// read-ahead. Polling only: enhanced fan-out refuses it.
+// read-ahead. With enhanced fan-out the same bound holds the events of the subscriptions a
+// worker left open between calls: a parked subscription that nobody reads fills its
+// connection's buffers (about 5 MiB) and the service stops sending, so its events are read
+// into memory instead, and the call that continues the subscription reads them first.
 func WithMaxReadAheadBytes(n int) ReadOption {
 	return readOnly{option{name: "WithMaxReadAheadBytes", apply: func(c *config) error {
 		if n < 1<<20 {
@@ -451,7 +454,8 @@ func WithMaxReadAheadBytes(n int) ReadOption {
 
 // WithoutReadAhead turns the read-ahead off (see WithMaxReadAheadBytes): a shard fetches only
 // while a call reads it, one answer ahead of the one being emitted, and keeps only its
-// iterator between calls.
+// iterator between calls; with enhanced fan-out a parked subscription's events wait in its
+// connection.
 func WithoutReadAhead() ReadOption {
 	return readOnly{option{name: "WithoutReadAhead", apply: func(c *config) error {
 		c.read.readAheadBytes = 0
