@@ -127,3 +127,22 @@ func (unregisteredTimeFn) EventTime(r Record) time.Time { return r.ApproximateAr
 func init() {
 	beam.RegisterType(reflect.TypeOf((*testTimeFn)(nil)).Elem())
 }
+
+// With enhanced fan-out the read-ahead options shape the drain of parked subscriptions
+// (fetch_efo_drain.go): they are accepted, and they reach the spec the subscriber reads.
+func TestReadAheadOptionsReachTheSpecOfAnEnhancedFanOutRead(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []ReadOption
+		want int64
+	}{
+		{"default", nil, defaultReadAheadBytes},
+		{"WithMaxReadAheadBytes", []ReadOption{WithMaxReadAheadBytes(32 << 20)}, 32 << 20},
+		{"WithoutReadAhead", []ReadOption{WithoutReadAhead()}, 0},
+	} {
+		cfg := buildConfig(targetRead, append([]ReadOption{WithEnhancedFanOut("app")}, c.opts...))
+		if got := newReadSpec("orders", cfg).ReadAheadBytes; got != c.want {
+			t.Errorf("%s: ReadAheadBytes = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
