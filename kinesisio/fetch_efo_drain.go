@@ -148,6 +148,17 @@ func (d *drain) discard() {
 	st.droppedPages += int64(len(d.events))
 	st.droppedBytes += d.data
 	d.events = nil
+	// Forget the drain if the cap stopped it, so that the subscription is not kept for a wake.
+	ds := c.drains[d.read]
+	for i, w := range ds {
+		if w == d {
+			c.drains[d.read] = append(ds[:i:i], ds[i+1:]...)
+			break
+		}
+	}
+	if len(c.drains[d.read]) == 0 {
+		delete(c.drains, d.read)
+	}
 	d.releaseLocked(d.mem, d.data)
 }
 

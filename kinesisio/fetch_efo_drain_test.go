@@ -186,6 +186,39 @@ func TestDrainOfASubscriptionClosedUnreadCountsWhatItDrops(t *testing.T) {
 	}
 }
 
+// TestDrainStoppedByTheReadsCapIsForgottenWhenItsSubscriptionCloses starts a drain while
+// the read's other shards hold its whole cap: the drain waits holding nothing, and closing its
+// subscription must remove it from the drains waiting for room, which would otherwise keep
+// the closed subscription until the read next releases memory.
+func TestDrainStoppedByTheReadsCapIsForgottenWhenItsSubscriptionCloses(t *testing.T) {
+	const read, capBytes = "drain-read-cap", 4 << 20
+	srv, arn, _ := drainStream(t, 100, 1000)
+	s := subscribeForDrain(t, srv, arn)
+	readAhead.takeStats(read)
+	readAhead.mu.Lock()
+	readAhead.held[read] += capBytes // the other shards' pages
+	readAhead.mu.Unlock()
+	defer func() {
+		readAhead.mu.Lock()
+		readAhead.releaseHeldLocked(read, capBytes)
+		readAhead.mu.Unlock()
+	}()
+	startDrain(s, read, capBytes)
+	awaitDrain(t, "the drain to wait for the read's cap", read, s, func(_ int64, _ int, waiting bool) bool { return waiting })
+	if _, events, _ := heldBy(read, s); events != 0 {
+		t.Fatalf("the drain read %d events past the read's cap", events)
+	}
+	d := s.drain
+	s.close()
+	readAhead.mu.Lock()
+	defer readAhead.mu.Unlock()
+	for _, w := range readAhead.drains[read] {
+		if w == d {
+			t.Errorf("the closed subscription's drain still waits for room")
+		}
+	}
+}
+
 // BenchmarkParkedSubscriptionRate measures how much of a shard's 2 MiB/s an enhanced fan-out
 // read keeps when the runner parks the shard for longer than its connection's buffers last:
 // each iteration is a park of 4 s (the runner at work on other shards), then one call that
