@@ -176,12 +176,10 @@ func (s *subscriber) next(ctx context.Context) (fetched, error) {
 			caughtUpAt = sub.opened
 		}
 		s.last, s.received = ev, received
-		now := time.Now()
-		lag := eventLagMs(ev, now)
-		held, newest := heldOf(sub)
-		if newest != nil {
-			// The events drained after this one know more of the tip.
-			lag = eventLagMs(newest.ev, now)
+		// The newest event drained after ev, if any, knows more of the tip.
+		held, latest := heldOf(sub)
+		if latest == nil {
+			latest = ev
 		}
 		b := fetched{
 			records:  ev.Records,
@@ -190,7 +188,7 @@ func (s *subscriber) next(ctx context.Context) (fetched, error) {
 			counted:  counted,
 			at:       received,
 			held:     held,
-			tip:      tip{millisBehind: ev.MillisBehindLatest, lagMs: lag, caughtUp: caughtUp, caughtUpAt: caughtUpAt},
+			tip:      tip{millisBehind: ev.MillisBehindLatest, lagMs: eventLagMs(latest, time.Now()), caughtUp: caughtUp, caughtUpAt: caughtUpAt},
 			shardEnd: ev.ContinuationSequenceNumber == nil,
 		}
 		s.reopened, s.skip = false, nil

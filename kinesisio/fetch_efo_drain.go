@@ -87,12 +87,12 @@ func (d *drain) mayRead() bool {
 	if !c.overCapLocked(d.read, d.mem, d.max) {
 		return true
 	}
-	c.drains[d.read] = append(c.drains[d.read], d)
+	c.waitLocked(d.read, d)
 	return false
 }
 
-// wake lets a drain that its cap stopped look again. readAhead.mu is held.
-func (d *drain) wake() {
+// roomLocked wakes a drain that its cap stopped, to look again.
+func (d *drain) roomLocked(*readAheadCache) {
 	select {
 	case d.room <- struct{}{}:
 	default:
@@ -148,17 +148,7 @@ func (d *drain) discard() {
 	st.droppedPages += int64(len(d.events))
 	st.droppedBytes += d.data
 	d.events = nil
-	// Forget the drain if the cap stopped it, so that the subscription is not kept for a wake.
-	ds := c.drains[d.read]
-	for i, w := range ds {
-		if w == d {
-			c.drains[d.read] = append(ds[:i:i], ds[i+1:]...)
-			break
-		}
-	}
-	if len(c.drains[d.read]) == 0 {
-		delete(c.drains, d.read)
-	}
+	c.unwaitLocked(d.read, d)
 	d.releaseLocked(d.mem, d.data)
 }
 
@@ -171,7 +161,7 @@ func (d *drain) releaseLocked(mem, data int64) {
 
 // heldOf reports the data bytes s's drain holds and the newest drained event (nil: none):
 // the rest of the shard known beyond the event being read, for the backlog.
-func heldOf(s *subscription) (int64, *drainedEvent) {
+func heldOf(s *subscription) (int64, *types.SubscribeToShardEvent) {
 	if s == nil || s.drain == nil {
 		return 0, nil
 	}
@@ -182,6 +172,5 @@ func heldOf(s *subscription) (int64, *drainedEvent) {
 	if len(d.events) == 0 {
 		return 0, nil
 	}
-	newest := d.events[len(d.events)-1]
-	return d.data, &newest
+	return d.data, d.events[len(d.events)-1].ev
 }

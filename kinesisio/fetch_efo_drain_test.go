@@ -65,8 +65,8 @@ func subscribeForDrain(t testing.TB, srv *kinesistest.Server, arn string) *subsc
 func heldBy(read string, s *subscription) (held int64, events int, waiting bool) {
 	readAhead.mu.Lock()
 	defer readAhead.mu.Unlock()
-	for _, d := range readAhead.drains[read] {
-		waiting = waiting || d == s.drain
+	for _, w := range readAhead.waiting[read] {
+		waiting = waiting || w == capWaiter(s.drain)
 	}
 	return readAhead.held[read], len(s.drain.events), waiting
 }
@@ -212,8 +212,8 @@ func TestDrainStoppedByTheReadsCapIsForgottenWhenItsSubscriptionCloses(t *testin
 	s.close()
 	readAhead.mu.Lock()
 	defer readAhead.mu.Unlock()
-	for _, w := range readAhead.drains[read] {
-		if w == d {
+	for _, w := range readAhead.waiting[read] {
+		if w == capWaiter(d) {
 			t.Errorf("the closed subscription's drain still waits for room")
 		}
 	}

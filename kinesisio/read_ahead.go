@@ -2,6 +2,7 @@ package kinesisio
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -138,12 +139,9 @@ type aheadStats struct {
 type readAheadCache struct {
 	mu      sync.Mutex
 	entries map[shardKey]*aheadEntry
-	held    map[string]int64 // read ID → memory its entries hold
+	held    map[string]int64 // read ID → memory its entries and drains hold
 	stats   map[string]*aheadStats
-	waiting map[string][]*aheadEntry // read ID → entries stopped by the read's cap
-	// drains holds, per read ID, the drains of parked subscriptions (fetch_efo_drain.go)
-	// that the read's cap stopped.
-	drains  map[string][]*drain
+	waiting map[string][]capWaiter // read ID → entries and drains stopped by the read's cap
 	slots   chan struct{}
 	sweeper bool
 	// readers holds, per read ID, the reader that fetches for the restrictions sized before
@@ -171,8 +169,7 @@ var readAhead = &readAheadCache{
 	entries: map[shardKey]*aheadEntry{},
 	held:    map[string]int64{},
 	stats:   map[string]*aheadStats{},
-	waiting: map[string][]*aheadEntry{},
-	drains:  map[string][]*drain{},
+	waiting: map[string][]capWaiter{},
 	slots:   make(chan struct{}, readAheadFetches),
 	readers: map[string]*shardReader{},
 }
@@ -246,7 +243,7 @@ func (c *readAheadCache) kickLocked(e *aheadEntry) {
 	ok, capped := c.mayFetchLocked(e)
 	if !ok {
 		if capped {
-			c.waiting[e.key.read] = append(c.waiting[e.key.read], e)
+			c.waitLocked(e.key.read, e)
 		}
 		return
 	}
@@ -254,17 +251,38 @@ func (c *readAheadCache) kickLocked(e *aheadEntry) {
 	go c.run(e)
 }
 
-// roomLocked starts the entries of read that its cap stopped, now that memory was freed.
-func (c *readAheadCache) roomLocked(read string) {
-	w := c.waiting[read]
-	delete(c.waiting, read)
-	for _, e := range w {
-		c.kickLocked(e)
+// A capWaiter is what a read's cap stopped until memory is freed: a polling entry, or the
+// drain of a parked subscription (fetch_efo_drain.go).
+type capWaiter interface {
+	// roomLocked lets it look again; c.mu is held.
+	roomLocked(c *readAheadCache)
+}
+
+// roomLocked lets an entry that the read's cap stopped fetch again, if it may.
+func (e *aheadEntry) roomLocked(c *readAheadCache) { c.kickLocked(e) }
+
+// waitLocked keeps w, which read's cap stopped, until memory is freed.
+func (c *readAheadCache) waitLocked(read string, w capWaiter) {
+	c.waiting[read] = append(c.waiting[read], w)
+}
+
+// unwaitLocked forgets w, dropped or closed, so that it is not kept for a room that it no
+// longer needs.
+func (c *readAheadCache) unwaitLocked(read string, w capWaiter) {
+	ws := slices.DeleteFunc(c.waiting[read], func(x capWaiter) bool { return x == w })
+	if len(ws) == 0 {
+		delete(c.waiting, read)
+		return
 	}
-	ds := c.drains[read]
-	delete(c.drains, read)
-	for _, d := range ds {
-		d.wake()
+	c.waiting[read] = ws
+}
+
+// roomLocked lets what read's cap stopped look again, now that memory was freed.
+func (c *readAheadCache) roomLocked(read string) {
+	ws := c.waiting[read]
+	delete(c.waiting, read)
+	for _, w := range ws {
+		w.roomLocked(c)
 	}
 }
 
@@ -619,6 +637,7 @@ func (c *readAheadCache) dropLocked(e *aheadEntry) {
 	}
 	mem := e.mem
 	e.pages = nil
+	c.unwaitLocked(e.key.read, e)
 	c.releaseLocked(e, mem)
 	e.notifyLocked()
 }

@@ -2,6 +2,7 @@ package kinesisio
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -258,4 +259,51 @@ func TestReadAheadOfAShardThatMovedAwayIsThrownAway(t *testing.T) {
 		t.Errorf("the resumed residual opened %d iterators; want 1", got)
 	}
 	forgetShard(key)
+}
+
+// TestReadAheadEntryStoppedByTheReadsCapIsForgottenWhenDropped parks a shard while the read's
+// other shards hold its whole cap: the entry waits for room holding nothing, and dropping it
+// must remove it from what waits, which would otherwise keep it until the read next releases
+// memory (an entry that held pages wakes the waiting when it releases them).
+func TestReadAheadEntryStoppedByTheReadsCapIsForgottenWhenDropped(t *testing.T) {
+	const stream, capBytes = "ahead-unwait", 1 << 20
+	srv := kinesistest.StartT(t, kinesistest.WithStream(stream, 1))
+	putNumbered(t, srv, stream, "r", 30)
+	h := newMemoHarness(t, srv, stream, WithMaxRecordsPerRead(10), WithMaxRecordsPerFetch(10), WithMaxReadAheadBytes(capBytes))
+	key := h.r.shardKey(h.d)
+	readAhead.mu.Lock()
+	readAhead.held[key.read] += capBytes // the other shards' pages
+	readAhead.mu.Unlock()
+	defer func() {
+		readAhead.mu.Lock()
+		readAhead.releaseHeldLocked(key.read, capBytes)
+		readAhead.mu.Unlock()
+	}()
+	h.call(h.rest)
+	readAhead.mu.Lock()
+	e := readAhead.entries[key]
+	empty := e != nil && e.mem == 0
+	readAhead.mu.Unlock()
+	if !empty {
+		t.Fatalf("the parked entry holds pages or is missing; want one that holds nothing, the read's cap being full")
+	}
+	waits := func() bool {
+		readAhead.mu.Lock()
+		defer readAhead.mu.Unlock()
+		return slices.Contains(readAhead.waiting[key.read], capWaiter(e))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !waits() {
+		readAhead.mu.Lock()
+		readAhead.kickLocked(e) // queues it on the cap once its goroutine has stopped
+		readAhead.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the parked entry never waited for the read's cap")
+		}
+		time.Sleep(5 * time.Millisecond) // polls a condition; asserts nothing by itself
+	}
+	forgetShard(key)
+	if waits() {
+		t.Errorf("the dropped entry still waits for room")
+	}
 }
